@@ -1,0 +1,33 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   install, then scan the example models in the terminal
+#   make test   install (Python, the VS Code extension's node modules, editor test tools), then test
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-tools bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch first and pinned: a later unpinned requirement must never pull a CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test,examples]'
+	touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/torchscan-lsp scan examples/cnn.py examples/transformer_models.py
+
+test-tools: setup
+	bash scripts/install-test-tools.sh
+
+test: test-tools
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) editors/vscode/node_modules
