@@ -1,0 +1,144 @@
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { afterEach, describe, expect, test, vi } from 'vitest';
+import { configurationItem, mapSettings, readServerSettings, SETTINGS } from '../src/settings';
+import { useWorkspace } from './helpers';
+
+vi.mock('vscode');
+
+const DEFAULTS = {
+  python: null,
+  allowExecution: false,
+  device: 'cpu',
+  timeoutSeconds: 60,
+  memoryLimitMb: 8192,
+  analyzeOnType: false,
+  debounceMs: 500,
+  maxWorkers: 2,
+  inlayHints: { totals: true, modules: true, shapes: true, latency: false },
+};
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('mapSettings', () => {
+  test('nothing set gives the documented defaults, nested as the server reads them', () => {
+    const mapped = mapSettings(() => undefined, true);
+    expect(mapped.settings).toEqual(DEFAULTS);
+    expect(mapped.problems).toEqual([]);
+  });
+
+  test('valid values pass through unchanged', () => {
+    const values: Record<string, unknown> = {
+      python: '/opt/py/bin/python',
+      device: 'cuda:1',
+      timeoutSeconds: 0.5,
+      maxWorkers: 4,
+      'inlayHints.shapes': false,
+    };
+    const mapped = mapSettings((key) => values[key], true);
+    expect(mapped.problems).toEqual([]);
+    expect(mapped.settings).toMatchObject({
+      python: '/opt/py/bin/python',
+      device: 'cuda:1',
+      timeoutSeconds: 0.5,
+      maxWorkers: 4,
+      inlayHints: { totals: true, modules: true, shapes: false, latency: false },
+    });
+  });
+
+  test('an empty interpreter path means unset', () => {
+    expect(mapSettings((key) => (key === 'python' ? '' : undefined), true).settings.python).toBeNull();
+  });
+
+  test('a value of the wrong type falls back to the default and names the setting and the fix', () => {
+    const values: Record<string, unknown> = {
+      timeoutSeconds: '60s',
+      maxWorkers: 1.5,
+      debounceMs: -5,
+      device: '',
+      'inlayHints.totals': 'yes',
+      python: 3,
+    };
+    const mapped = mapSettings((key) => values[key], true);
+    expect(mapped.settings).toEqual(DEFAULTS);
+    expect(mapped.problems.map((problem) => problem.setting).sort()).toEqual([
+      'torchscan.debounceMs',
+      'torchscan.device',
+      'torchscan.inlayHints.totals',
+      'torchscan.maxWorkers',
+      'torchscan.python',
+      'torchscan.timeoutSeconds',
+    ]);
+    const timeout = mapped.problems.find((problem) => problem.setting === 'torchscan.timeoutSeconds');
+    expect(timeout?.message).toBe(
+      'Setting torchscan.timeoutSeconds must be a positive number, but is "60s"; ' +
+        'using the default 60. Fix it in your settings.json.',
+    );
+  });
+});
+
+describe('readServerSettings and configurationItem', () => {
+  test('read the torchscan section of the workspace configuration', () => {
+    useWorkspace({ trusted: true, settings: { 'torchscan.device': 'mps', 'torchscan.inlayHints.latency': true } });
+    expect(readServerSettings().settings).toMatchObject({ device: 'mps', inlayHints: { latency: true } });
+    expect(configurationItem('torchscan.inlayHints')).toEqual({
+      totals: true,
+      modules: true,
+      shapes: true,
+      latency: true,
+    });
+    expect(configurationItem('torchscan.device')).toBe('mps');
+  });
+
+  test('leave other sections to VS Code', () => {
+    useWorkspace({ trusted: true });
+    expect(configurationItem('python')).toBeUndefined();
+    expect(configurationItem('torchscanner')).toBeUndefined();
+    expect(configurationItem(undefined)).toBeUndefined();
+  });
+});
+
+describe('the manifest matches the server settings documented in docs/architecture.md', () => {
+  const manifest = JSON.parse(readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+  const properties: Record<string, { type: string | string[]; default: unknown; markdownDescription?: string }> =
+    manifest.contributes.configuration.properties;
+
+  function documentedSettings(): Map<string, { type: string; default: unknown }> {
+    const architecture = readFileSync(path.join(__dirname, '..', '..', '..', 'docs', 'architecture.md'), 'utf8');
+    const doc = architecture.split('## Server settings')[1].split('\n## ')[0];
+    const rows = new Map<string, { type: string; default: unknown }>();
+    for (const match of doc.matchAll(/^\| `(torchscan\.[\w.]+)` \| ([^|]+) \| ([^|]+) \|/gm)) {
+      const cell = match[3].trim().replace(/^`|`$/g, '');
+      const value = /^(true|false|\d+(\.\d+)?|".*")$/.test(cell) ? JSON.parse(cell) : null;
+      rows.set(match[1], { type: match[2].trim(), default: value });
+    }
+    return rows;
+  }
+
+  test('every documented setting is contributed with its default and a description', () => {
+    const documented = documentedSettings();
+    expect(documented.size).toBe(12);
+    expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
+    for (const [name, row] of documented) {
+      expect(properties[name].default, name).toEqual(row.default);
+      expect(properties[name].markdownDescription?.length ?? 0, name).toBeGreaterThan(20);
+      const types = ([] as string[]).concat(properties[name].type);
+      const expected = row.type.startsWith('bool') ? ['boolean'] : row.type.startsWith('number') ? ['number', 'integer'] : ['string'];
+      expect(types.some((type) => expected.includes(type)), name).toBe(true);
+    }
+  });
+
+  test('the client-side table agrees with the manifest', () => {
+    for (const spec of SETTINGS) {
+      expect(properties[`torchscan.${spec.key}`]?.default, spec.key).toEqual(spec.default);
+    }
+    expect(SETTINGS.length).toBe(Object.keys(properties).length);
+  });
+
+  test('every palette command has the title the issue asks for', () => {
+    const titles = manifest.contributes.commands.map((command: { title: string }) => command.title).sort();
+    expect(titles).toEqual(['Measure latency', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
+  });
+});
