@@ -1,0 +1,126 @@
+"""``torchscan-lsp check PATH...``: the editor's inlay hints and diagnostics, printed as text.
+
+Each line reads ``file:line:col: severity: message`` (1-based line and column), severity one of
+``error``, ``warning``, ``info``, ``hint`` (an inlay hint's label). The targets in the given files
+(folders are searched for ``*.py``) are analysed in worker processes exactly as the language server
+does it, and the same builders turn the results into text; files the models touched are reported
+too. The exit status is 1 when any error was reported, 0 otherwise, and 2 when a path does not
+exist. This command does not import torch itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+_SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", "build", "dist"}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``check`` subcommand to ``subparsers``."""
+    parser = subparsers.add_parser("check", help="print the editor's hints and diagnostics for files, as text")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders to check")
+    parser.add_argument("--root", help="workspace root (default: the nearest folder above the first path "
+                        "with a pyproject.toml or .git, else the current folder)")
+    parser.add_argument("--python", help="interpreter that runs the analyses (default: this one)")
+    parser.add_argument("--timeout", type=float, help="seconds allowed per analysis (default: 60)")
+    parser.add_argument("--no-hints", action="store_true", help="print diagnostics only")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def find_root(path: Path) -> Path:
+    """The nearest folder at or above ``path`` holding ``pyproject.toml`` or ``.git``, else the cwd."""
+    start = path if path.is_dir() else path.parent
+    for folder in (start, *start.parents):
+        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
+            return folder
+    return Path.cwd()
+
+
+def python_files(paths: list[Path]) -> list[Path]:
+    """The given files and the ``*.py`` files under the given folders, sorted, each once."""
+    found: dict[Path, None] = {}
+    for path in paths:
+        if path.is_dir():
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS and not d.startswith("."))
+                for name in sorted(filenames):
+                    if name.endswith(".py"):
+                        found[Path(dirpath, name).resolve()] = None
+        else:
+            found[path.resolve()] = None
+    return list(found)
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+async def check(files: list[Path], root: Path, *, python: str | None, timeout: float | None, hints: bool) -> tuple[list[str], int]:
+    """Analyse ``files`` under ``root``; returns the output lines and the number of errors."""
+    from lsprotocol import types
+
+    from torchscan_lsp.server.analysis import Analyzer
+    from torchscan_lsp.server.app import pyproject_settings
+    from torchscan_lsp.server.diagnostics import build_diagnostics
+    from torchscan_lsp.server.inlay_hints import build_inlay_hints
+    from torchscan_lsp.server.positions import Lines
+    from torchscan_lsp.server.settings import resolve
+
+    overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout)) if value is not None}
+    settings, problems = resolve(pyproject_settings(str(root)), overrides)
+    analyzer = Analyzer(settings, trusted=True)
+    documents = []
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        document = analyzer.open(str(path), str(root), text)
+        documents.append(document)
+        analyzer.analyse(document)
+    await analyzer.scheduler.wait_idle()
+
+    reported = {d.rel: d for d in documents}
+    for state in list(analyzer.store.targets.values()):
+        for rel in sorted(state.files - set(reported)):
+            path = root / rel
+            if path.is_file():
+                reported[rel] = analyzer.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))
+
+    severity = {types.DiagnosticSeverity.Error: "error", types.DiagnosticSeverity.Warning: "warning",
+                types.DiagnosticSeverity.Information: "info", types.DiagnosticSeverity.Hint: "hint"}
+    out: list[str] = [f"torchscan-lsp: {problem}" for problem in problems]
+    errors = 0
+    for rel, document in reported.items():
+        lines = Lines(document.text, len)
+        states = analyzer.store.states_for_file(document.root, rel)
+        entries = []
+        for d in build_diagnostics(rel, lines, document.problems, states):
+            errors += d.severity == types.DiagnosticSeverity.Error
+            entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
+        if hints:
+            for h in build_inlay_hints(rel, lines, states, settings.inlayHints):
+                entries.append((h.position.line, h.position.character, "hint", h.label))
+        name = _display(Path(document.path))
+        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {message}" for line, col, sev, message in sorted(entries)]
+    return out, errors
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``check``; returns 1 if any error was reported, 2 for a missing path, else 0."""
+    paths = [Path(p) for p in args.paths]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        print(f"torchscan-lsp check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    root = Path(args.root).resolve() if args.root else find_root(paths[0].resolve()).resolve()
+    lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
+                                      hints=not args.no_hints))
+    for line in lines:
+        print(line)
+    return 1 if errors else 0

@@ -1,0 +1,61 @@
+"""Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report" and
+"Measure latency". Command names and arguments are those of docs/architecture.md."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from torchscan_lsp.server import labels
+from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.server.state import TargetState
+
+REANALYZE = "torchscan.reanalyze"
+SHOW_REPORT = "torchscan.showReport"
+MEASURE_LATENCY = "torchscan.measureLatency"
+MEASURE_MEMORY = "torchscan.measureMemory"
+
+
+def summary_title(state: TargetState) -> str:
+    """The summary lens text: totals, or what the target is waiting for or why it failed."""
+    if state.untrusted:
+        return "torchscan: not analysed (untrusted workspace)"
+    if state.view is None:
+        if state.running:
+            return "torchscan: analysing…"
+        if state.error is not None:
+            return f"torchscan: failed ({(state.error.get('error') or {}).get('kind', 'crash')})"
+        return "torchscan: not analysed yet"
+    title = labels.totals_label(state.view.totals)
+    latency = (state.measurements.get("latency") or {}).get("totals", {}).get("latency")
+    if labels.metric_value(latency) is not None:
+        title += f"{labels.SEPARATOR}{labels.metric_value(latency) * 1000:.3g} ms"
+    if state.running:
+        return title + " (updating…)"
+    if state.error is not None or state.stale:
+        return title + " (stale)"
+    return title
+
+
+def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list[types.CodeLens]:
+    """Code lenses for the targets defined in the document at ``uri`` (``states``: its own)."""
+    lenses = []
+    for state in states:
+        range_ = lines.statement(state.line)
+        args = [uri, state.key.name]
+        summary_command = SHOW_REPORT if state.view is not None else REANALYZE
+        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYZE),
+                               ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY)):
+            lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
+    return lenses
+
+
+def register(server) -> None:
+    """Register ``textDocument/codeLens`` (answered from the store, on the event loop)."""
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+        document = ls.document(params.text_document.uri)
+        if document is None:
+            return []
+        states = ls.analyzer.store.states_in(document.root, document.rel)
+        return build_code_lenses(params.text_document.uri, ls.lines(document), states)

@@ -1,0 +1,104 @@
+"""Workspace commands (docs/architecture.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
+``torchscan.measureLatency`` and ``torchscan.measureMemory``.
+
+Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
+the file), then for ``showReport`` an optional format (``html``, the default, or ``json``). Reports
+are written under the user's cache directory (``$XDG_CACHE_HOME/torchscan-lsp/reports``); HTML is
+rendered in a worker process, since rendering imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from torchscan_lsp.server.code_lens import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
+from torchscan_lsp.worker import client as worker_client
+
+
+def reports_dir() -> Path:
+    """Folder that receives written reports (created on demand)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = base / "torchscan-lsp" / "reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _states(ls, uri: str, name: str | None):
+    document = ls.document(uri)
+    if document is None:
+        raise ValueError(f"{uri} is not open in the torchscan server")
+    states = ls.analyzer.store.states_in(document.root, document.rel)
+    if name is not None:
+        states = [s for s in states if s.key.name == name]
+        if not states:
+            raise ValueError(f"no torchscan target named {name!r} in {document.rel}")
+    return document, states
+
+
+def _message(ls, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+    ls.window_show_message(types.ShowMessageParams(type=kind, message=text))
+
+
+async def _measure(ls, uri: str, name: str, measure: list[str]) -> dict | None:
+    document, states = _states(ls, uri, name)
+    ls.analyzer.analyse(document, [name], measure=measure, use_cache=False)
+    task = ls.analyzer.scheduler.task(states[0].key)
+    if task is not None:
+        await asyncio.gather(task, return_exceptions=True)
+    state = states[0]
+    if state.error is not None:
+        _message(ls, f"torchscan: measuring {name} failed; see the diagnostics")
+    return {kind: state.measurements.get(kind) for kind in measure if kind in state.measurements} or None
+
+
+def register(server) -> None:
+    """Register the four commands."""
+
+    @server.command(REANALYZE)
+    def reanalyze(ls, uri: str, *rest: Any) -> None:
+        name = rest[0] if rest and isinstance(rest[0], str) else None
+        document, states = _states(ls, uri, name)
+        ls.analyzer.analyse(document, [s.key.name for s in states], use_cache=False)
+
+    @server.command(SHOW_REPORT)
+    async def show_report(ls, uri: str, name: str, *rest: Any) -> str | None:
+        fmt = rest[0] if rest and rest[0] in ("html", "json") else "html"
+        document, states = _states(ls, uri, name)
+        state = states[0]
+        if state.view is None:
+            _message(ls, f"torchscan: {name} has no report yet")
+            return None
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{document.rel}-{name}")
+        json_path = reports_dir() / f"{stem}.json"
+        json_path.write_text(json.dumps(state.view.report, indent=2), encoding="utf-8")
+        shown = json_path
+        if fmt == "html":
+            html_path = json_path.with_suffix(".html")
+            rendered = await worker_client.render_html(str(json_path), str(html_path), document.root,
+                                                       python=ls.analyzer.settings.python)
+            if rendered.get("ok") and html_path.exists():
+                shown = html_path
+            else:
+                message = (rendered.get("error") or {}).get("message", "")
+                _message(ls, f"torchscan: could not render HTML ({message}); showing the JSON report", types.MessageType.Info)
+        show = ls.client_capabilities.window
+        if show is not None and show.show_document is not None and show.show_document.support:
+            await ls.window_show_document_async(types.ShowDocumentParams(
+                uri=from_fs_path(str(shown)), external=shown.suffix == ".html", take_focus=True))
+        return str(shown)
+
+    @server.command(MEASURE_LATENCY)
+    async def measure_latency(ls, uri: str, name: str) -> dict | None:
+        return await _measure(ls, uri, name, ["latency", "layer_latency"])
+
+    @server.command(MEASURE_MEMORY)
+    async def measure_memory(ls, uri: str, name: str) -> dict | None:
+        return await _measure(ls, uri, name, ["memory"])

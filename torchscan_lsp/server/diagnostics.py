@@ -1,0 +1,152 @@
+"""Diagnostics of one file, from its target scan and from every target state that touches it.
+
+- target problems (syntax errors, bad pragmas) where the scan found them;
+- an information diagnostic on each target while the workspace is not trusted;
+- an error where a failing analysis raised (the innermost workspace frame), and on the target line;
+- a warning on each line whose module or operator work was not counted;
+- an information diagnostic on the target line when its totals are partial (lower bounds).
+
+One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from lsprotocol import types
+
+from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.server.state import TargetState
+
+SOURCE = "torchscan"
+
+UNTRUSTED_MESSAGE = (
+    "torchscan does not run code of an untrusted workspace, so this target was not analysed. "
+    "Trust the workspace in your editor, or set torchscan.allowExecution to true."
+)
+
+_ERROR_ADVICE = {
+    "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
+    "options": "the target's options are not valid; fix the pragma or decorator",
+    "factory": "the factory raised; it must build the model without arguments",
+    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension) "
+               "or return (model, args) from the factory",
+    "timeout": "the analysis did not finish in time",
+    "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
+    "crash": "the worker process crashed",
+    "cancelled": "the analysis was cancelled",
+}
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+def _diagnostic(range_: types.Range, message: str, severity: types.DiagnosticSeverity, code: str) -> types.Diagnostic:
+    return types.Diagnostic(range=range_, message=message, severity=severity, source=SOURCE, code=code)
+
+
+def problem_diagnostics(lines: Lines, problems: Iterable[Any]) -> list[types.Diagnostic]:
+    """Diagnostics for target problems (``line`` 1-based, ``column``/``end_column`` 0-based)."""
+    return [
+        _diagnostic(lines.span(p.line, p.column or 0, getattr(p, "end_column", None)), p.message,
+                    _SEVERITY.get(str(p.severity).lower(), types.DiagnosticSeverity.Error), "target-problem")
+        for p in problems
+    ]
+
+
+def error_message(state: TargetState) -> str:
+    """The message of a failed analysis: target, what went wrong, the exception, what to change."""
+    error = (state.error or {}).get("error") or {}
+    kind = error.get("kind") or "crash"
+    exception = f"{error['type']}: {error.get('message', '')}" if error.get("type") else error.get("message", "")
+    message = f"{state.key.name}: {_ERROR_ADVICE.get(kind, kind)}: {exception}".rstrip(": ")
+    if state.view is not None:
+        message += " (the hints shown are from the last successful analysis, marked stale)"
+    return message
+
+
+def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    error = (state.error or {}).get("error") or {}
+    message = error_message(state)
+    kind = f"analysis-{error.get('kind') or 'crash'}"
+    out = []
+    at_error = error.get("file") == rel and error.get("line")
+    if at_error:
+        out.append(_diagnostic(lines.statement(int(error["line"])), message, types.DiagnosticSeverity.Error, kind))
+    if state.key.file == rel and not (at_error and int(error["line"]) == state.line):
+        where = f" (raised at {error['file']}:{error['line']})" if error.get("file") and error.get("line") else ""
+        out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
+    return out
+
+
+def _uncounted_message(diagnostics: list[dict]) -> str:
+    """One message for the report diagnostics of one module path or operator on one line."""
+    first = diagnostics[0]
+    if first.get("operator"):
+        return f"{first['operator']}: work not counted in operator FLOPs: {first.get('message', '')}"
+    metrics = ", ".join(dict.fromkeys(d.get("metric", "?") for d in diagnostics))
+    messages = "; ".join(dict.fromkeys(d.get("message", "") for d in diagnostics))
+    return f"`{first.get('path') or '(root)'}`: {metrics} not counted: {messages}"
+
+
+def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    view = state.view
+    out: list[types.Diagnostic] = []
+    for line, info in sorted(view.lines_in(rel).items()):
+        groups: dict[str, list[dict]] = {}
+        for d in info.diagnostics:
+            groups.setdefault(d.get("operator") or f"path:{d.get('path')}", []).append(d)
+        for group in groups.values():
+            severity = types.DiagnosticSeverity.Error if group[0].get("severity") == "error" else types.DiagnosticSeverity.Warning
+            out.append(_diagnostic(lines.statement(line), _uncounted_message(group), severity, group[0].get("code", "uncounted")))
+    if state.key.file != rel:
+        return out
+    unattributed: dict[str, list[dict]] = {}
+    for d in view.unattributed_diagnostics():
+        unattributed.setdefault(d.get("operator") or f"path:{d.get('path')}", []).append(d)
+    for group in unattributed.values():
+        out.append(_diagnostic(lines.statement(state.line), _uncounted_message(group), types.DiagnosticSeverity.Warning,
+                               group[0].get("code", "uncounted")))
+    partial = [name for name, metric in view.totals.items() if (metric or {}).get("status") == "partial"]
+    if partial:
+        out.append(_diagnostic(
+            lines.statement(state.line),
+            f"{state.key.name}: partial totals ({', '.join(partial)}) are lower bounds: some work was not counted; "
+            "the warnings name it",
+            types.DiagnosticSeverity.Information, "partial-totals"))
+    return out
+
+
+def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState]) -> list[types.Diagnostic]:
+    """All diagnostics of workspace-relative file ``rel``; duplicates (same range and message) once."""
+    out = problem_diagnostics(lines, problems)
+    for state in states:
+        if state.untrusted and state.key.file == rel:
+            out.append(_diagnostic(lines.statement(state.line), f"{state.key.name}: {UNTRUSTED_MESSAGE}",
+                                   types.DiagnosticSeverity.Information, "untrusted"))
+            continue
+        if state.error is not None:
+            out.extend(_error_diagnostics(rel, lines, state))
+        if state.view is not None and state.error is None:
+            out.extend(_report_diagnostics(rel, lines, state))
+    unique: dict[tuple, types.Diagnostic] = {}
+    for d in out:
+        unique.setdefault((d.range.start.line, d.range.start.character, d.message), d)
+    return list(unique.values())
+
+
+def register_pull(server) -> None:
+    """Offer pulled diagnostics (``textDocument/diagnostic``), served from the same builder."""
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC,
+                    types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False))
+    def pull(ls, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
+        document = ls.document(params.text_document.uri)
+        items = [] if document is None else build_diagnostics(document.rel, ls.lines(document), document.problems,
+                                                               ls.states_for(document))
+        return types.FullDocumentDiagnosticReport(items=items)

@@ -1,0 +1,172 @@
+"""Hover cards: a target's totals and top modules; a module line's type, paths, parameters,
+shapes, work (with statuses and methods), receptive field or token dependencies and diagnostics;
+a line's operators. Markdown, built from the target states alone (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchscan_lsp.server import labels
+from torchscan_lsp.server.diagnostics import UNTRUSTED_MESSAGE, error_message
+from torchscan_lsp.server.inlay_hints import STALE_NOTE
+from torchscan_lsp.server.results import ResultView
+from torchscan_lsp.server.state import TargetState
+
+TOP_MODULES = 5
+MAX_PATHS = 8
+
+_TOTAL_ROWS = (
+    ("parameters", "params"), ("trainable_parameters", "params"), ("frozen_parameters", "params"),
+    ("parameter_bytes", "bytes"), ("buffer_elements", "elements"), ("module_flops", "FLOPs"),
+    ("operator_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs"),
+)
+
+
+def _metric_cell(metric: dict | None, unit: str) -> str:
+    if unit == "bytes":
+        value = labels.metric_value(metric)
+        return "?" if value is None else labels.byte_size(value)
+    return labels.metric(metric, unit)
+
+
+def totals_table(view: ResultView) -> str:
+    """Markdown table of a report's totals: value, status and method of each."""
+    rows = ["| total | value | status | method |", "| --- | --- | --- | --- |"]
+    for name, unit in _TOTAL_ROWS:
+        metric = view.totals.get(name)
+        if metric:
+            rows.append(f"| {name} | {_metric_cell(metric, unit)} | {metric.get('status')} | {metric.get('method')} |")
+    return "\n".join(rows)
+
+
+def top_modules(view: ResultView, count: int = TOP_MODULES) -> str:
+    """Markdown table of the ``count`` leaf module calls with the most module-formula FLOPs."""
+    leaves = [layer for layer in view.layers if "module_flops" in layer.get("metrics", {})]
+    leaves.sort(key=lambda layer: -(labels.metric_value(layer["metrics"]["module_flops"]) or 0))
+    if not leaves:
+        return ""
+    rows = ["| module | type | FLOPs | output |", "| --- | --- | --- | --- |"]
+    for layer in leaves[:count]:
+        name = layer["path"] or "(root)"
+        if layer.get("call_index"):
+            name += f" (call {layer['call_index']})"
+        rows.append(f"| `{name}` | {layer['type']} | {labels.metric(layer['metrics']['module_flops'], 'FLOPs')} "
+                    f"| {labels.shape(layer.get('output'))} |")
+    return "**Top modules by FLOPs**\n\n" + "\n".join(rows)
+
+
+def target_card(state: TargetState) -> str:
+    """The hover card of a target line."""
+    parts = [f"### torchscan: `{state.key.name}` — {state.state_word()}"]
+    if state.untrusted:
+        parts.append(UNTRUSTED_MESSAGE)
+    if state.error is not None:
+        parts.append(f"**Failed**: {error_message(state)}")
+    if state.view is not None:
+        if state.stale or state.error is not None:
+            parts.append(STALE_NOTE)
+        parts.append(labels.totals_label(state.view.totals))
+        parts.append(totals_table(state.view))
+        parts.append(top_modules(state.view))
+        inputs = state.view.report.get("inputs", {}).get("args") or []
+        if inputs:
+            parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
+    latency = (state.measurements.get("latency") or {}).get("totals", {}).get("latency")
+    if latency:
+        parts.append(f"Latency: {labels.metric_value(latency)} s per call ({latency.get('status')})")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _rf_text(layer: dict) -> str:
+    metrics = layer.get("metrics", {})
+    if "token_dependencies" in layer or "token_dependencies" in metrics:
+        record = layer.get("token_dependencies") or metrics.get("token_dependencies")
+        relation = record.get("relation") if isinstance(record, dict) else record
+        return f"token dependencies: {relation}"
+    rf = metrics.get("receptive_field")
+    if not rf:
+        return ""
+    if rf.get("status") != "complete":
+        return "receptive field: unavailable"
+    stride = labels.metric_value(metrics.get("effective_stride"))
+    padding = labels.metric_value(metrics.get("effective_padding"))
+    return f"receptive field: {rf.get('value')} (stride {stride}, padding {padding})"
+
+
+def module_card(view: ResultView, paths: list[str]) -> str:
+    """The hover card of a line that built the modules at ``paths``."""
+    layers = [view.by_key[k] for k in view.by_key if k[0] in paths]
+    first = layers[0]
+    summary = view.module_summary(paths)
+    title_types = " / ".join(sorted({layer["type"] for layer in layers}))
+    parts = [f"### {title_types}" + (f" ×{len(paths)}" if len(paths) > 1 else "")]
+    parts.append("Paths: " + ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
+    parts.append(
+        f"Parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable, {summary['frozen']:,} frozen, "
+        f"{labels.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
+    )
+    inputs = first.get("input", {}).get("args") or []
+    parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
+                 + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+    rows = ["| work | value | status | method |", "| --- | --- | --- | --- |"]
+    for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
+        rows.append(f"| {name} | {labels.metric(summary[name], unit)} | {summary[name]['status']} | torchscan_module_formula |")
+    parts.append("\n".join(rows))
+    rf = _rf_text(first)
+    if rf:
+        parts.append(rf.capitalize())
+    concerns = view.diagnostics_for_paths(paths)
+    if concerns:
+        parts.append("**Not counted**\n\n" + "\n".join(f"- `{d.get('path') or '(root)'}` {d.get('metric')}: {d.get('message')}"
+                                                     for d in concerns[:10]))
+    return "\n\n".join(parts)
+
+
+def operators_card(operators: list[dict[str, Any]]) -> str:
+    """Markdown table of the operators one line ran (operator FLOPs, counted by PyTorch's counter)."""
+    rows = ["| operator | calls | FLOPs |", "| --- | --- | --- |"]
+    for op in sorted(operators, key=lambda o: -(o.get("flops") or 0))[:12]:
+        flops = "not counted" if op.get("flops") is None else labels.number(op["flops"], "FLOPs")
+        rows.append(f"| {op.get('operator')} | {op.get('calls')} | {flops} |")
+    return "**Operators on this line** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
+
+
+def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:
+    """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``."""
+    for state in states:
+        if state.key.file == rel and state.line == line:
+            return target_card(state)
+    for state in states:
+        view = state.view
+        info = view.line(rel, line) if view is not None else None
+        if info is None:
+            continue
+        parts = [STALE_NOTE] if state.stale or state.error is not None else []
+        if info.defined:
+            parts.append(module_card(view, info.defined))
+        if info.called:
+            outputs = ", ".join(labels.shape(view.by_key[k].get("output")) for k in info.called[-4:])
+            parts.append(f"Calls on this line: {len(info.called)}; output{'s' if len(info.called) > 1 else ''}: {outputs}")
+        if info.operators:
+            parts.append(operators_card(info.operators))
+        if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
+            parts.append(f"_target `{state.key.name}` in `{state.key.file}`_")
+            return "\n\n".join(parts)
+    return None
+
+
+def register(server) -> None:
+    """Register ``textDocument/hover`` (answered from the store, on the event loop)."""
+    from lsprotocol import types
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+        document = ls.document(params.text_document.uri)
+        if document is None:
+            return None
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document))
+        if text is None:
+            return None
+        lines = ls.lines(document)
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                           range=lines.statement(params.position.line + 1))

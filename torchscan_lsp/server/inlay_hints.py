@@ -1,0 +1,111 @@
+"""Inlay hints: totals on target lines, cost on module definition lines, shapes on call lines.
+
+Built from the target states alone (no I/O), so the request handler answers at once from what the
+last analyses left. Labels stay short; the detail and the stale mark go in the tooltip.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from torchscan_lsp.server import labels
+from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.server.results import ResultView
+from torchscan_lsp.server.settings import InlayHintSettings
+from torchscan_lsp.server.state import TargetState
+
+STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
+
+
+def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
+    parts = [STALE_NOTE] if state.stale or state.error is not None else []
+    parts.append(text)
+    parts.append(f"_target `{state.key.name}` in `{state.key.file}`_")
+    return types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n".join(parts))
+
+
+def _hint(lines: Lines, line: int, label: str, kind: types.InlayHintKind | None, tooltip: types.MarkupContent) -> types.InlayHint:
+    return types.InlayHint(position=lines.end(line), label=label, kind=kind, tooltip=tooltip, padding_left=True)
+
+
+def totals_tooltip(view: ResultView) -> str:
+    """Markdown lines of a report's totals, each with its status and method."""
+    rows = []
+    for name, unit in (("parameters", "params"), ("module_flops", "FLOPs"), ("operator_flops", "FLOPs"),
+                       ("macs", "MACs"), ("dmas", "DMAs")):
+        metric = view.totals.get(name)
+        if metric:
+            rows.append(f"- {name}: {labels.metric(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
+    return "\n".join(rows)
+
+
+def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
+    """Label and tooltip of a definition line that built the modules at ``paths``.
+
+    The label is ``"<params> · <FLOPs>"`` summed over every instance, prefixed ``"×n · "`` when the
+    line built ``n`` > 1 instances (a loop or comprehension).
+    """
+    summary = view.module_summary(paths)
+    label = labels.SEPARATOR.join([labels.params(summary["parameters"]), labels.metric(summary["module_flops"], "FLOPs")])
+    types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
+    if len(paths) > 1:
+        label = f"×{len(paths)}{labels.SEPARATOR}{label}"
+    shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
+    tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
+               f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
+               f"- module FLOPs: {labels.metric(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
+               f"- MACs: {labels.metric(summary['macs'], 'MACs')} ({summary['macs']['status']})")
+    return label, tooltip
+
+
+def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, str]:
+    """Label and tooltip of a call line: the output of the last module call made from it."""
+    last = view.by_key[calls[-1]]
+    label = labels.shape_label(last.get("output"))
+    shown = "\n".join(f"- `{p or '(root)'}` call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
+    return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
+
+
+def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
+                      first_line: int = 1, last_line: int | None = None) -> list[types.InlayHint]:
+    """Inlay hints for workspace-relative file ``rel`` between 1-based lines (inclusive).
+
+    ``states`` are ordered by priority (:meth:`Store.states_for_file`): when several targets
+    annotate the same line with the same kind of hint, the first one's hint is shown.
+    """
+    last_line = last_line or len(lines.lines)
+    taken: set[tuple[int, str]] = set()
+    hints: list[types.InlayHint] = []
+
+    def add(line: int, kind_name: str, make) -> None:
+        if first_line <= line <= last_line and (line, kind_name) not in taken and lines.text(line).strip():
+            taken.add((line, kind_name))
+            hints.append(make())
+
+    for state in states:
+        view = state.view
+        if view is None:
+            continue
+        if settings.totals and state.key.file == rel:
+            add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
+                                                     _tooltip(state, totals_tooltip(view))))
+        for line, info in sorted(view.lines_in(rel).items()):
+            if settings.modules and info.defined:
+                label, tip = module_label(view, info.defined)
+                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
+            if settings.shapes and info.called:
+                label, tip = shape_label(view, info.called)
+                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
+    return hints
+
+
+def register(server) -> None:
+    """Register ``textDocument/inlayHint`` (answered from the store, on the event loop)."""
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    def inlay_hint(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
+        document = ls.document(params.text_document.uri)
+        if document is None:
+            return []
+        return build_inlay_hints(document.rel, ls.lines(document), ls.states_for(document),
+                                 ls.analyzer.settings.inlayHints, params.range.start.line + 1, params.range.end.line + 1)

@@ -1,0 +1,186 @@
+"""A worker result, indexed by source line.
+
+The worker returns the engine report plus a source map (see docs/architecture.md): which
+workspace line defined and which line called each module call, and which operators each line ran.
+:class:`ResultView` joins the two once, so that inlay hints, hovers and diagnostics for any line of
+any workspace file are dictionary look-ups.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+Site = tuple[str, int]
+"""A workspace-relative file path (``/`` separators) and a 1-based line number."""
+
+LayerKey = tuple[str, int]
+"""A layer's identity in a report: ``(path, call_index)``."""
+
+_COUNTED = ("module_flops", "macs", "dmas")
+
+
+@dataclass
+class LineInfo:
+    """Everything one result says about one source line.
+
+    Attributes:
+        defined: module paths whose instance was built on this line, in call order, each once.
+        called: layer keys of the module calls made from this line, in call order.
+        operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``).
+        diagnostics: report diagnostics attributed to this line.
+    """
+
+    defined: list[str] = field(default_factory=list)
+    called: list[LayerKey] = field(default_factory=list)
+    operators: list[dict] = field(default_factory=list)
+    diagnostics: list[dict] = field(default_factory=list)
+
+
+def aggregate(metrics: Iterable[Mapping[str, Any] | None], unit: str) -> dict:
+    """Sum metric objects the way the engine sums totals.
+
+    All complete → complete sum; some number known → partial with the known sum as lower bound;
+    nothing known (or nothing given) → unavailable. Returns a metric object with ``unit``.
+    """
+    metrics = [m for m in metrics if m]
+    known = [m.get("known_value") for m in metrics if m.get("known_value") is not None]
+    if metrics and all(m.get("status") == "complete" for m in metrics):
+        total = sum(m["value"] for m in metrics)
+        return {"status": "complete", "value": total, "known_value": total, "unit": unit}
+    if known:
+        return {"status": "partial", "value": None, "known_value": sum(known), "unit": unit}
+    return {"status": "unavailable", "value": None, "known_value": None, "unit": unit}
+
+
+class ResultView:
+    """An ``ok`` worker result with per-line and per-module indexes.
+
+    Args:
+        result: the worker's result object (``ok`` true), with ``report``, ``source_map`` and
+            ``imported_files``.
+    """
+
+    def __init__(self, result: Mapping[str, Any]):
+        self.result = result
+        self.report: Mapping[str, Any] = result.get("report") or {}
+        self.totals: Mapping[str, Any] = self.report.get("totals") or {}
+        self.layers: list[dict] = list(self.report.get("layers") or [])
+        self.by_key: dict[LayerKey, dict] = {
+            (layer["path"], layer.get("call_index", 0)): layer for layer in self.layers
+        }
+        self.lines: dict[Site, LineInfo] = defaultdict(LineInfo)
+        self.module_entries: dict[LayerKey, dict] = {}
+        self._index_source_map(result.get("source_map") or {})
+        self._index_diagnostics()
+
+    @property
+    def files(self) -> set[str]:
+        """Workspace-relative paths of every file this result has something to say about."""
+        return {site[0] for site in self.lines}
+
+    def line(self, file: str, line: int) -> LineInfo | None:
+        """The information for ``file`` (workspace-relative) at 1-based ``line``, or ``None``."""
+        return self.lines.get((file, line))
+
+    def lines_in(self, file: str) -> dict[int, LineInfo]:
+        """All annotated lines of one workspace-relative file, by 1-based line number."""
+        return {line: info for (name, line), info in self.lines.items() if name == file}
+
+    def subtree(self, paths: Iterable[str]) -> list[dict]:
+        """Layer records of the modules at ``paths`` and of all their descendants (every call)."""
+        roots = set(paths)
+        if "" in roots:
+            return list(self.layers)
+        prefixes = tuple(p + "." for p in roots)
+        return [layer for layer in self.layers if layer["path"] in roots or layer["path"].startswith(prefixes)]
+
+    def module_summary(self, paths: Iterable[str]) -> dict:
+        """Parameters and work of the modules at ``paths`` (their whole subtrees).
+
+        Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
+        "module_flops", "macs", "dmas"}``: counts are ints (each tensor counted once, as in the
+        report), work entries are aggregated metric objects over every call of every leaf.
+        """
+        layers = self.subtree(paths)
+        trainable = sum(layer.get("parameters", {}).get("trainable", 0) for layer in layers)
+        frozen = sum(layer.get("parameters", {}).get("frozen", 0) for layer in layers)
+        summary: dict[str, Any] = {
+            "parameters": trainable + frozen,
+            "trainable": trainable,
+            "frozen": frozen,
+            "parameter_bytes": sum(layer.get("parameters", {}).get("bytes", 0) for layer in layers),
+            "buffer_elements": sum(layer.get("buffers", {}).get("elements", 0) for layer in layers),
+        }
+        units = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
+        for name in _COUNTED:
+            summary[name] = aggregate(
+                (layer.get("metrics", {}).get(name) for layer in layers if name in layer.get("metrics", {})),
+                units[name],
+            )
+        return summary
+
+    def diagnostics_for_paths(self, paths: Iterable[str]) -> list[dict]:
+        """Report diagnostics that name one of the module ``paths`` exactly."""
+        wanted = set(paths)
+        return [d for d in self.report.get("diagnostics") or [] if d.get("path") in wanted]
+
+    def unattributed_diagnostics(self) -> list[dict]:
+        """Report diagnostics with no workspace line (shown on the target's own line)."""
+        return list(self._unattributed)
+
+    def _index_source_map(self, source_map: Mapping[str, Any]) -> None:
+        for entry in source_map.get("modules") or []:
+            key = (entry.get("path", ""), entry.get("call_index", 0))
+            self.module_entries[key] = entry
+            defined = entry.get("defined_at")
+            if defined and defined.get("file") and defined.get("line"):
+                info = self.lines[(defined["file"], int(defined["line"]))]
+                if key[0] not in info.defined:
+                    info.defined.append(key[0])
+            called = entry.get("called_at")
+            if called and called.get("file") and called.get("line") and key in self.by_key:
+                self.lines[(called["file"], int(called["line"]))].called.append(key)
+        for entry in source_map.get("operators") or []:
+            if entry.get("file") and entry.get("line"):
+                self.lines[(entry["file"], int(entry["line"]))].operators.append(dict(entry))
+
+    def _module_site(self, path: str) -> Site | None:
+        for (entry_path, _), entry in self.module_entries.items():
+            if entry_path != path:
+                continue
+            for where in ("defined_at", "called_at"):
+                site = entry.get(where)
+                if site and site.get("file") and site.get("line"):
+                    return site["file"], int(site["line"])
+        return None
+
+    def _operator_sites(self, operator: str) -> list[Site]:
+        sites = [site for site, info in self.lines.items() for op in info.operators if op.get("operator") == operator]
+        uncounted = [
+            site
+            for site, info in self.lines.items()
+            for op in info.operators
+            if op.get("operator") == operator and op.get("flops") is None
+        ]
+        return sorted(set(uncounted or sites))
+
+    def _index_diagnostics(self) -> None:
+        """Attribute each report diagnostic to the lines it concerns.
+
+        A module diagnostic goes to the line that defined the module (else the line that called
+        it); an operator diagnostic to every line that ran that operator without a formula.
+        """
+        self._unattributed: list[dict] = []
+        for diagnostic in self.report.get("diagnostics") or []:
+            sites: list[Site] = []
+            if diagnostic.get("path") is not None:
+                site = self._module_site(diagnostic["path"])
+                sites = [site] if site else []
+            elif diagnostic.get("operator"):
+                sites = self._operator_sites(diagnostic["operator"])
+            for site in sites:
+                self.lines[site].diagnostics.append(diagnostic)
+            if not sites:
+                self._unattributed.append(diagnostic)

@@ -1,0 +1,126 @@
+"""Typed server settings: section ``torchscan`` of the editor's configuration.
+
+Sources, later ones winning: the defaults below, the workspace's ``pyproject.toml``
+``[tool.torchscan-lsp]`` table (same names, e.g. ``timeoutSeconds`` or ``timeout_seconds``), and
+the editor's ``workspace/configuration`` answer for section ``torchscan``. The table of settings is in
+docs/architecture.md and docs/server.md.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+SECTION = "torchscan"
+
+
+@dataclass(frozen=True)
+class InlayHintSettings:
+    """Which kinds of inlay hint are shown.
+
+    Attributes:
+        totals: totals on each target line.
+        modules: parameters and FLOPs on module definition lines.
+        shapes: output shapes on call lines.
+        latency: per-layer latency on definition lines (after "Measure latency").
+    """
+
+    totals: bool = True
+    modules: bool = True
+    shapes: bool = True
+    latency: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All server settings, with their defaults.
+
+    Attributes:
+        python: interpreter that runs workers; ``None`` means the server's own (``sys.executable``).
+        allowExecution: run workspace code even without ``initializationOptions.trusted``.
+        device: default device for targets that name none.
+        timeoutSeconds: wall-clock limit of one analysis, seconds.
+        memoryLimitMb: memory limit of one analysis, MiB (enforced by the worker pool).
+        analyzeOnType: analyse unsaved buffers after ``debounceMs`` of quiet.
+        debounceMs: debounce for analyse-on-type, milliseconds.
+        maxWorkers: analyses that run at once.
+        inlayHints: per-kind switches.
+    """
+
+    python: str | None = None
+    allowExecution: bool = False
+    device: str = "cpu"
+    timeoutSeconds: float = 60.0
+    memoryLimitMb: float = 8192.0
+    analyzeOnType: bool = False
+    debounceMs: float = 500.0
+    maxWorkers: int = 2
+    inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
+
+    @property
+    def interpreter(self) -> str:
+        """The interpreter path workers run with."""
+        return self.python or sys.executable
+
+
+def _camel(name: str) -> str:
+    """``timeout_seconds`` → ``timeoutSeconds``; camelCase names pass unchanged."""
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """Check one setting's type; raise ``ValueError`` naming the setting when it is wrong."""
+    if value is None and name == "python":
+        return None
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, (int, float)) and not isinstance(default, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return type(default)(value)
+    elif isinstance(value, str) and value:
+        return value
+    elif name == "python" and isinstance(value, str):
+        return None
+    expected = type(default).__name__ if default is not None else "str"
+    raise ValueError(f"setting {SECTION}.{name} must be a {expected} (positive for numbers), got {value!r}")
+
+
+def merge(base: Settings, overrides: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
+    """Apply a (possibly nested) settings mapping over ``base``.
+
+    Unknown keys are ignored (other tools share the section); a value of the wrong type is
+    skipped. Returns the new settings and one message per skipped value, naming the setting.
+    """
+    if not overrides:
+        return base, []
+    problems: list[str] = []
+    changes: dict[str, Any] = {}
+    known = {f.name: f for f in fields(Settings)}
+    for raw_key, value in overrides.items():
+        key = _camel(str(raw_key))
+        if key == "inlayHints" and isinstance(value, Mapping):
+            hints = {}
+            for hint_key, hint_value in value.items():
+                hint_key = _camel(str(hint_key))
+                if hint_key in {f.name for f in fields(InlayHintSettings)}:
+                    if isinstance(hint_value, bool):
+                        hints[hint_key] = hint_value
+                    else:
+                        problems.append(f"setting {SECTION}.inlayHints.{hint_key} must be a bool, got {hint_value!r}")
+            changes["inlayHints"] = replace(changes.get("inlayHints", base.inlayHints), **hints)
+        elif key in known and key != "inlayHints":
+            try:
+                changes[key] = _coerce(key, value, getattr(Settings(), key) if key != "python" else "")
+            except ValueError as error:
+                problems.append(str(error))
+    return replace(base, **changes), problems
+
+
+def resolve(pyproject_defaults: Mapping[str, Any] | None, client: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
+    """Settings from the pyproject table, then the client's section; returns them and any problems."""
+    settings, problems = merge(Settings(), pyproject_defaults)
+    settings, more = merge(settings, client)
+    return settings, problems + more

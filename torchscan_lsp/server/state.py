@@ -1,0 +1,164 @@
+"""What the server knows: documents, their targets, and each target's latest results.
+
+A target is identified by :class:`TargetKey` (its file, workspace-relative, and its name). Its
+:class:`TargetState` keeps the last good result (as a :class:`ResultView`) until a newer analysis
+succeeds, the last failure, and whether the good result is stale (the code changed since, or the
+latest analysis failed). Nothing here talks to the client or runs anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple
+
+from torchscan_lsp.server.results import ResultView
+
+
+class TargetKey(NamedTuple):
+    """A target's identity: workspace root (absolute), file (workspace-relative), factory name."""
+
+    root: str
+    file: str
+    name: str
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of ``text`` encoded as UTF-8: the cache's notion of a file's content."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def relative(path: str | Path, root: str | Path) -> str | None:
+    """``path`` relative to ``root`` with ``/`` separators, or ``None`` when it lies outside."""
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+@dataclass
+class Document:
+    """One source file the server tracks (open in the editor, or read from disk by ``check``).
+
+    Attributes:
+        path: absolute file path.
+        root: the workspace root the file belongs to (absolute).
+        rel: the file relative to ``root``.
+        text: current text (the editor's buffer when open).
+        saved_hash: content hash of the text last saved (or read from disk).
+        targets: targets found in the last scan that parsed (kept across a syntax error).
+        problems: problems of the latest scan (syntax errors, bad pragmas).
+    """
+
+    path: str
+    root: str
+    rel: str
+    text: str
+    saved_hash: str
+    targets: list[Any] = field(default_factory=list)
+    problems: list[Any] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[str]:
+        """The text split into lines, without line ends."""
+        return self.text.splitlines()
+
+
+@dataclass
+class TargetState:
+    """The analysis state of one target.
+
+    Attributes:
+        key: identity of the target.
+        target: the target as found in the source (``name``, ``line``, ``column``, ``options``...).
+        view: the last good result, indexed; ``None`` before the first success.
+        error: the latest failed result (``ok`` false), cleared by a success.
+        stale: the good result no longer matches the code (edited since, or the latest run failed).
+        running: an analysis is in flight.
+        untrusted: analysis was refused because the workspace is not trusted.
+        measurements: the latest measurement results by kind (``latency``, ``memory``).
+        analysed_hash: content hash of the file text the good result was computed from.
+    """
+
+    key: TargetKey
+    target: Any
+    view: ResultView | None = None
+    error: dict | None = None
+    stale: bool = False
+    running: bool = False
+    untrusted: bool = False
+    measurements: dict = field(default_factory=dict)
+    analysed_hash: str | None = None
+
+    @property
+    def line(self) -> int:
+        """The target's 1-based line (its ``def`` or ``class`` line)."""
+        return int(self.target.line)
+
+    @property
+    def files(self) -> set[str]:
+        """Workspace-relative files this target has something to say about (its own included)."""
+        files = {self.key.file}
+        if self.view is not None:
+            files |= self.view.files
+            files |= set(self.view.result.get("imported_files") or [])
+        if self.error and self.error.get("error", {}).get("file"):
+            files.add(self.error["error"]["file"])
+        return files
+
+    def state_word(self) -> str:
+        """One word for status displays: running, failed, stale, untrusted, done or idle."""
+        if self.running:
+            return "running"
+        if self.untrusted:
+            return "untrusted"
+        if self.error is not None:
+            return "failed"
+        if self.stale:
+            return "stale"
+        return "done" if self.view is not None else "idle"
+
+
+class Store:
+    """Documents by absolute path and target states by key, for one server."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Document] = {}
+        self.targets: dict[TargetKey, TargetState] = {}
+
+    def states_for_file(self, root: str, rel: str) -> list[TargetState]:
+        """Target states with something to say about ``rel``: the file's own targets first,
+        then those of other files whose model touches it, each group ordered by name."""
+        own = [s for s in self.targets.values() if s.key.root == root and s.key.file == rel]
+        others = [s for s in self.targets.values() if s.key.root == root and s.key.file != rel and rel in s.files]
+        return sorted(own, key=lambda s: s.line) + sorted(others, key=lambda s: (s.key.file, s.key.name))
+
+    def states_in(self, root: str, rel: str) -> list[TargetState]:
+        """The target states defined in ``rel`` itself, by line."""
+        return sorted((s for s in self.targets.values() if s.key.root == root and s.key.file == rel), key=lambda s: s.line)
+
+    def sync_targets(self, document: Document) -> list[TargetState]:
+        """Make the target states of ``document`` match its current targets.
+
+        Targets that disappeared lose their state; new ones get an empty state; kept ones take
+        the newly scanned ``target`` (lines and options may have moved). Returns the states.
+        """
+        keys = {TargetKey(document.root, document.rel, t.name): t for t in document.targets}
+        for key in [k for k in self.targets if k.root == document.root and k.file == document.rel and k not in keys]:
+            del self.targets[key]
+        states = []
+        for key, target in keys.items():
+            state = self.targets.get(key)
+            if state is None:
+                state = self.targets[key] = TargetState(key=key, target=target)
+            state.target = target
+            states.append(state)
+        return states
+
+    def dependents(self, root: str, rel: str) -> Iterable[TargetState]:
+        """States of other files' targets whose last result imported ``rel``."""
+        for state in list(self.targets.values()):
+            if state.key.root == root and state.key.file != rel and state.view is not None:
+                if rel in (state.view.result.get("imported_files") or []):
+                    yield state

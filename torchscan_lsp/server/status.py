@@ -1,0 +1,95 @@
+"""Progress and status: ``window/workDoneProgress`` while a job runs (cancellable: cancelling it
+kills the worker), and the ``torchscan/status`` notification after every state change.
+
+``torchscan/status`` params: ``{"uri": str, "state": "running|done|stale|failed|untrusted|idle",
+"message": str}``, one per file whose targets changed; the state is the most pressing one among the
+file's targets (running, failed, untrusted, stale, done, idle, in that order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from torchscan_lsp.server import labels
+from torchscan_lsp.server.diagnostics import error_message
+from torchscan_lsp.server.state import TargetState
+
+if TYPE_CHECKING:
+    from torchscan_lsp.server.app import TorchscanServer
+
+log = logging.getLogger(__name__)
+
+STATUS_METHOD = "torchscan/status"
+_ORDER = ("running", "failed", "untrusted", "stale", "done", "idle")
+
+
+def file_status(states: list[TargetState]) -> tuple[str, str]:
+    """The state word and message for one file from its targets' states."""
+    if not states:
+        return "idle", "no torchscan targets in this file"
+    words = [s.state_word() for s in states]
+    word = min(words, key=_ORDER.index)
+    chosen = [s for s, w in zip(states, words) if w == word]
+    if word == "running":
+        message = "analysing " + ", ".join(s.key.name for s in chosen)
+    elif word == "failed":
+        message = error_message(chosen[0])
+    elif word == "untrusted":
+        message = "not analysed: the workspace is not trusted (torchscan.allowExecution)"
+    elif word in ("done", "stale"):
+        message = "; ".join(f"{s.key.name}: {labels.totals_label(s.view.totals)}" for s in chosen if s.view is not None)
+    else:
+        message = "waiting for analysis"
+    return word, message
+
+
+class Progress:
+    """Reports work-done progress for running jobs and sends status notifications.
+
+    Args:
+        server: the language server (its client capabilities decide whether progress is sent).
+    """
+
+    def __init__(self, server: "TorchscanServer") -> None:
+        self.server = server
+
+    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
+        """Begin a cancellable progress for ``task`` when the client supports work-done progress."""
+        window = self.server.client_capabilities.window
+        if window is not None and window.work_done_progress:
+            asyncio.ensure_future(self._track(state, task))
+
+    async def _track(self, state: TargetState, task: asyncio.Task) -> None:
+        progress = self.server.work_done_progress
+        token = f"torchscan-{uuid.uuid4()}"
+        try:
+            await progress.create_async(token)
+        except Exception as error:  # the client refused: no progress, the job still runs
+            log.debug("no progress token: %s", error)
+            return
+        if task.done():
+            progress.tokens.pop(token, None)
+            return
+        loop = asyncio.get_running_loop()
+        progress.begin(token, types.WorkDoneProgressBegin(title="torchscan", message=f"analysing {state.key.name}",
+                                                          cancellable=True))
+        cancelled = progress.tokens.get(token)
+        if cancelled is not None:
+            cancelled.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))
+
+        def finish(done: asyncio.Task) -> None:
+            message = "cancelled" if done.cancelled() else "done"
+            progress.end(token, types.WorkDoneProgressEnd(message=f"{state.key.name}: {message}"))
+            progress.tokens.pop(token, None)
+
+        task.add_done_callback(finish)
+
+    def send_status(self, uri: str, states: list[TargetState]) -> None:
+        """Send ``torchscan/status`` for the file at ``uri``."""
+        word, message = file_status(states)
+        self.server.protocol.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})

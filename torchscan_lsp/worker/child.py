@@ -1,0 +1,96 @@
+"""The worker process entry point: ``python -m torchscan_lsp.worker``.
+
+Usage::
+
+    python -m torchscan_lsp.worker --job JOB.json --result RESULT.json [--log LOG.txt]
+    python -m torchscan_lsp.worker --render-html REPORT.json OUT.html --result RESULT.json [--log LOG]
+
+Before anything of the user's runs, file descriptors 1 and 2 are pointed at the log file (or at
+the null device), so nothing the model prints can reach whoever reads this process's stdout. The
+result goes to its own file, written atomically (a temporary name, then a rename), so a reader
+never sees half a document. An exception that escapes the runner becomes a result of kind
+``crash`` carrying the exception's type and message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _redirect_output(log_path: str | None) -> None:
+    """Point fds 1 and 2 (and ``sys.stdout``/``sys.stderr``) at ``log_path`` or the null device."""
+    target = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    os.close(target)
+    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+
+
+def _write_result(path: str, result: dict[str, Any]) -> None:
+    """Write ``result`` as JSON to ``path`` atomically (temporary name, then rename)."""
+    temporary = Path(path).with_suffix(".partial")
+    temporary.write_text(json.dumps(result, allow_nan=False, default=str), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _crash(target: Any, error: BaseException) -> dict[str, Any]:
+    """A ``crash`` result for an exception that escaped the runner."""
+    return {
+        "ok": False,
+        "target": target,
+        "error": {"kind": "crash", "type": type(error).__name__,
+                  "message": f"the worker failed: {type(error).__name__}: {error}", "file": None, "line": None},
+        "imported_files": [],
+    }
+
+
+def _run_job(job_path: str) -> dict[str, Any]:
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    root = job.get("workspace_root")
+    if root and root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        from torchscan_lsp.worker.runner import run_job
+
+        return run_job(job)
+    except BaseException as error:  # noqa: BLE001 - anything, even SystemExit from the model, is a result
+        traceback.print_exc()
+        return _crash(job.get("target"), error)
+
+
+def _render_html(report_path: str, html_path: str) -> dict[str, Any]:
+    try:
+        from torchscan_lsp import render_report
+
+        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+        html = render_report(report)
+        if isinstance(html, str):
+            Path(html_path).write_text(html, encoding="utf-8")
+        return {"ok": True, "target": None, "path": html_path}
+    except BaseException as error:  # noqa: BLE001 - reported to the server, never raised
+        traceback.print_exc()
+        return _crash(None, error)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one job (or one HTML rendering); returns 0 once a result was written, 2 on bad usage."""
+    parser = argparse.ArgumentParser(prog="python -m torchscan_lsp.worker")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--job", help="path of the job JSON")
+    action.add_argument("--render-html", nargs=2, metavar=("REPORT", "HTML"), help="render a report file as HTML")
+    parser.add_argument("--result", required=True, help="path the result JSON is written to")
+    parser.add_argument("--log", help="file that receives stdout and stderr (default: discarded)")
+    args = parser.parse_args(argv)
+    _redirect_output(args.log)
+    result = _run_job(args.job) if args.job else _render_html(*args.render_html)
+    _write_result(args.result, result)
+    return 0
