@@ -1,0 +1,229 @@
+"""Inlay hints, hovers, code lenses and diagnostics built from a hand-written worker result.
+
+The model the result describes (file ``net.py``)::
+
+    1  import torch.nn as nn
+    2
+    3  # torchscan: input_shape=(3, 32, 32)
+    4  class Net(nn.Module):
+    5      def __init__(self):
+    6          super().__init__()
+    7          self.conv = nn.Conv2d(3, 8, 3)
+    8          self.heads = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+    9          self.odd = Odd()
+    10     def forward(self, x):
+    11         x = self.conv(x).mean((2, 3))
+    12         for head in self.heads:
+    13             x = head(x)
+    14         return self.odd(x)
+
+Numbers, derived by hand:
+- Conv2d(3, 8, 3) on (1, 3, 32, 32): output (1, 8, 30, 30), 7200 elements; parameters
+  8·3·3·3 + 8 = 224; FLOPs per output 2·27 − 1 + 1 (bias) = 54 → 388,800; MACs 7200·27 = 194,400.
+- Linear(8, 8) on (1, 8): parameters 64 + 8 = 72; FLOPs 8·1·(2·8 − 1) + 8 = 128; MACs 8·8 = 64.
+  Two instances built on line 8: 144 parameters, 256 FLOPs, 128 MACs.
+- Odd: unsupported, FLOPs/MACs partial with known 0 (one diagnostic per metric).
+Totals: parameters 224 + 144 = 368; MACs ≥ 194,400 + 128 = 194,528 (partial: Odd);
+module FLOPs ≥ 388,800 + 256 = 389,056 (partial).
+"""
+
+import copy
+
+from lsprotocol import types
+
+from torchscan_lsp.server.code_lens import build_code_lenses
+from torchscan_lsp.server.diagnostics import build_diagnostics
+from torchscan_lsp.server.hover import build_hover
+from torchscan_lsp.server.inlay_hints import build_inlay_hints
+from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.server.results import ResultView
+from torchscan_lsp.server.settings import InlayHintSettings
+from torchscan_lsp.server.state import TargetKey, TargetState
+
+SOURCE = """import torch.nn as nn
+
+# torchscan: input_shape=(3, 32, 32)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.heads = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.odd = Odd()
+    def forward(self, x):
+        x = self.conv(x).mean((2, 3))
+        for head in self.heads:
+            x = head(x)
+        return self.odd(x)
+"""
+
+
+def _m(status, value, unit):
+    if status == "complete":
+        return {"status": status, "value": value, "known_value": value, "unit": unit, "scope": "module_call",
+                "method": "torchscan_module_formula"}
+    return {"status": status, "value": None, "known_value": value, "unit": unit, "scope": "module_call",
+            "method": "torchscan_module_formula"}
+
+
+def _t(shape):
+    return {"kind": "tensor", "shape": shape, "dtype": "torch.float32", "device": "cpu", "requires_grad": False}
+
+
+def _layer(path, type_, out, params, flops=None, macs=None, status="complete", inp=None):
+    metrics = {"calls": _m("complete", 1, "calls")}
+    if flops is not None:
+        metrics["module_flops"] = _m(status, flops, "FLOPs")
+        metrics["macs"] = _m(status, macs, "MACs")
+    return {"path": path, "call_index": 0, "name": path.split(".")[-1] or "net", "depth": 0 if not path else path.count(".") + 1,
+            "type": type_, "input": {"args": [inp or _t([1, 8])], "kwargs": {}}, "output": out,
+            "parameters": {"trainable": params, "frozen": 0, "bytes": 4 * params, "shared": False},
+            "buffers": {"elements": 0, "bytes": 0, "shared": False}, "metrics": metrics}
+
+
+def _total(status, value, unit):
+    metric = _m(status, value, unit)
+    metric["scope"] = "forward"
+    return metric
+
+
+RESULT = {
+    "ok": True,
+    "target": "Net",
+    "report": {
+        "layers": [
+            _layer("", "Net", _t([1, 8]), 0),
+            _layer("conv", "Conv2d", _t([1, 8, 30, 30]), 224, 388_800, 194_400, inp=_t([1, 3, 32, 32])),
+            _layer("heads.0", "Linear", _t([1, 8]), 72, 128, 64),
+            _layer("heads.1", "Linear", _t([1, 8]), 72, 128, 64),
+            _layer("odd", "Odd", _t([1, 8]), 0, 0, 0, status="partial"),
+        ],
+        "totals": {
+            "parameters": {"status": "complete", "value": 368, "known_value": 368, "unit": "elements",
+                           "scope": "model", "method": "pytorch"},
+            "module_flops": _total("partial", 389_056, "FLOPs"),
+            "macs": _total("partial", 194_528, "MACs"),
+        },
+        "diagnostics": [
+            {"code": "unsupported_module_metric", "severity": "warning", "metric": "module_flops", "path": "odd",
+             "message": "Module type not supported: Odd"},
+            {"code": "unsupported_module_metric", "severity": "warning", "metric": "macs", "path": "odd",
+             "message": "Module type not supported: Odd"},
+            {"code": "uncounted_operator", "severity": "warning", "metric": "flops", "operator": "aten.mean",
+             "message": "aten.mean was observed 1 time(s), but no FLOP formula is registered."},
+        ],
+    },
+    "source_map": {
+        "modules": [
+            {"path": "", "call_index": 0, "type": "Net", "defined_at": None, "called_at": None},
+            {"path": "conv", "call_index": 0, "type": "Conv2d", "defined_at": {"file": "net.py", "line": 7},
+             "called_at": {"file": "net.py", "line": 11}},
+            {"path": "heads.0", "call_index": 0, "type": "Linear", "defined_at": {"file": "net.py", "line": 8},
+             "called_at": {"file": "net.py", "line": 13}},
+            {"path": "heads.1", "call_index": 0, "type": "Linear", "defined_at": {"file": "net.py", "line": 8},
+             "called_at": {"file": "net.py", "line": 13}},
+            {"path": "odd", "call_index": 0, "type": "Odd", "defined_at": {"file": "net.py", "line": 9},
+             "called_at": {"file": "net.py", "line": 14}},
+        ],
+        "operators": [{"file": "net.py", "line": 11, "operator": "aten.mean", "calls": 1, "flops": None}],
+    },
+    "imported_files": ["net.py"],
+}
+
+
+class _Target:
+    name, line, column, annotation_line, options = "Net", 4, 0, 3, {}
+
+
+def _state(**changes):
+    state = TargetState(key=TargetKey("/ws", "net.py", "Net"), target=_Target(), view=ResultView(copy.deepcopy(RESULT)))
+    for name, value in changes.items():
+        setattr(state, name, value)
+    return state
+
+
+def _labels(hints):
+    return {(h.position.line + 1, h.label) for h in hints}
+
+
+def test_inlay_hints_exact_labels():
+    hints = build_inlay_hints("net.py", Lines(SOURCE), [_state()], InlayHintSettings())
+    assert _labels(hints) == {
+        (4, "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs"),   # totals, partial → lower bounds
+        (7, "224 params · 389 kFLOPs"),                     # Conv2d
+        (8, "×2 · 144 params · 256 FLOPs"),                 # two Linear(8, 8) from one line
+        (9, "0 params · ≥ 0 FLOPs"),                        # unsupported: a lower bound, not a zero
+        (11, "→ (1, 8, 30, 30)"),
+        (13, "→ (1, 8)"),
+        (14, "→ (1, 8)"),
+    }
+    # hints sit at the end of their line, in UTF-16 units
+    conv = next(h for h in hints if h.position.line == 6)
+    assert conv.position.character == len("        self.conv = nn.Conv2d(3, 8, 3)")
+
+
+def test_inlay_hint_kinds_can_be_switched_off():
+    hints = build_inlay_hints("net.py", Lines(SOURCE), [_state()], InlayHintSettings(modules=False, shapes=False))
+    assert _labels(hints) == {(4, "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs")}
+
+
+def test_stale_hints_keep_labels_and_say_so():
+    hints = build_inlay_hints("net.py", Lines(SOURCE), [_state(stale=True)], InlayHintSettings())
+    assert all("Stale" in h.tooltip.value for h in hints)
+    assert (7, "224 params · 389 kFLOPs") in _labels(hints)
+
+
+def test_utf16_columns():
+    source = SOURCE.replace("self.conv = nn.Conv2d(3, 8, 3)", "self.conv = nn.Conv2d(3, 8, 3)  # 𝛼")
+    hints = build_inlay_hints("net.py", Lines(source), [_state()], InlayHintSettings())
+    conv = next(h for h in hints if h.position.line == 6)
+    # "𝛼" lies beyond the BMP: one code point, two UTF-16 code units
+    assert conv.position.character == len("        self.conv = nn.Conv2d(3, 8, 3)  # ") + 2
+
+
+def test_diagnostics():
+    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state()])
+    by_line = {(d.range.start.line + 1, d.severity) for d in found}
+    assert by_line == {
+        (9, types.DiagnosticSeverity.Warning),       # Odd's FLOPs and MACs, one diagnostic
+        (11, types.DiagnosticSeverity.Warning),      # aten.mean ran on line 11 without a formula
+        (4, types.DiagnosticSeverity.Information),   # partial totals on the target line
+    }
+    odd = next(d for d in found if d.range.start.line == 8)
+    assert "module_flops, macs" in odd.message and "Odd" in odd.message
+    assert odd.range.start.character == 8  # from the first non-blank character
+
+
+def test_failure_diagnostic_at_raising_line_and_target():
+    failure = {"ok": False, "target": "Net", "error": {"kind": "forward", "type": "RuntimeError",
+                                                        "message": "shape mismatch", "file": "net.py", "line": 13}}
+    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(error=failure, stale=True)])
+    errors = sorted(d.range.start.line + 1 for d in found if d.severity == types.DiagnosticSeverity.Error)
+    assert errors == [4, 13]
+    assert all("RuntimeError: shape mismatch" in d.message for d in found)
+
+
+def test_untrusted_information():
+    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)])
+    assert [(d.range.start.line + 1, d.severity) for d in found] == [(4, types.DiagnosticSeverity.Information)]
+    assert "torchscan.allowExecution" in found[0].message
+
+
+def test_hover_cards():
+    state = _state()
+    target = build_hover("net.py", 4, [state])
+    assert "| parameters | 368 params | complete | pytorch |" in target
+    assert "| `conv` | Conv2d | 389 kFLOPs | (1, 8, 30, 30) |" in target   # top module first
+    heads = build_hover("net.py", 8, [state])
+    assert "Linear ×2" in heads and "`heads.0`, `heads.1`" in heads
+    assert "Parameters: 144 (144 trainable, 0 frozen, 576 B)" in heads   # 144 · 4 bytes
+    line11 = build_hover("net.py", 11, [state])
+    assert "| aten.mean | 1 | not counted |" in line11
+    assert build_hover("net.py", 2, [state]) is None
+
+
+def test_code_lenses():
+    lenses = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state()])
+    assert [lens.command.title for lens in lenses] == [
+        "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs", "Re-analyse", "Show report", "Measure latency"]
+    assert {lens.range.start.line for lens in lenses} == {3}
+    assert lenses[1].command.command == "torchscan.reanalyze" and lenses[1].command.arguments == ["file:///ws/net.py", "Net"]
