@@ -219,6 +219,7 @@ def create_server() -> TorchscanServer:
 def main(transport: str = "stdio", port: int | None = None) -> int:
     """Run the server over stdio or TCP (``127.0.0.1:port``); logs go to stderr."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     server = create_server()
     if transport == "tcp":
         server.start_tcp("127.0.0.1", port or 2087)

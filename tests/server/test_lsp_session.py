@@ -1,0 +1,160 @@
+"""The language server end to end, driven by pytest-lsp as a Neovim 0.11 client (trusted
+workspace, pushed diagnostics: Neovim 0.11 pulls but cannot be asked to pull again).
+
+Every file of :data:`lsp_support.MODELS` runs through a real worker; the expected labels are
+derived by hand below.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+import lsp_support as lsp
+from lsp_support import analysed, hints, labels_by_line, line_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"]))
+async def client(lsp_client: LanguageClient, request):
+    root = lsp.make_workspace(request.getfixturevalue("tmp_path_factory").mktemp("ws"))
+    lsp_client.root = root
+    lsp_client.status = lsp.attach(lsp_client)
+    lsp_client.set_configuration({"maxWorkers": 2}, section="torchscan")
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("neovim@v0.11"),
+        root_uri=root.as_uri(), workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+        initialization_options={"trusted": True}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _diagnostics(client, uri):
+    return [(d.range.start.line + 1, d.severity, d.message) for d in client.diagnostics.get(uri, [])]
+
+
+async def test_capabilities_push_diagnostics_for_neovim(client):
+    capabilities = client.protocol.server_capabilities if hasattr(client.protocol, "server_capabilities") else None
+    # Neovim 0.11 advertises no workspace/diagnostic/refresh: the server must not offer pulls.
+    assert capabilities is None or capabilities.diagnostic_provider is None
+
+
+async def test_conv_hints_hover_lenses(client):
+    path = client.root / "conv.py"
+    uri = await analysed(client, client.status, path)
+    # Conv2d(3, 8, 3) on (1, 3, 32, 32): output (1, 8, 30, 30) = 7200 elements;
+    # parameters 8·3·3·3 + 8 = 224; FLOPs 7200·(2·27 − 1 + 1) = 388,800 → "389 kFLOPs";
+    # MACs 7200·27 = 194,400 → "194 kMACs".
+    by_line = labels_by_line(await hints(client, uri))
+    target = line_of(path, "def build_conv")
+    assert by_line[target] == ["224 params · 194 kMACs · 389 kFLOPs"]
+    built = line_of(path, "return nn.Conv2d")
+    assert "224 params · 389 kFLOPs" in by_line[built]
+
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=target - 1, character=4)))
+    assert "| parameters | 224 params | complete | pytorch |" in hover.contents.value
+    assert "| module_flops | 389 kFLOPs | complete | torchscan_module_formula |" in hover.contents.value
+
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert [lens.command.title for lens in lenses] == [
+        "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency"]
+    assert all(lens.range.start.line == target - 1 for lens in lenses)
+    assert not [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
+
+
+async def test_net_definition_and_call_hints(client):
+    path = client.root / "net.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # conv: Conv2d(3, 4, 3, padding=1) on (1, 3, 8, 8) → (1, 4, 8, 8) = 256 elements;
+    #   parameters 4·27 + 4 = 112; FLOPs 256·54 = 13,824; MACs 256·27 = 6,912.
+    # flat: 0 FLOPs, 0 MACs.  head: Linear(256, 8): parameters 2,056; FLOPs 8·(2·256 − 1) + 8 = 4,096;
+    #   MACs 2,048.  blocks: 3 × Linear(8, 8): parameters 3·72 = 216; FLOPs 3·128 = 384; MACs 3·64 = 192.
+    # Totals: 112 + 2,056 + 216 = 2,384 parameters; MACs 6,912 + 2,048 + 192 = 9,152;
+    #   FLOPs 13,824 + 4,096 + 384 = 18,304.
+    assert by_line[line_of(path, "class Net")] == ["2.38k params · 9.15 kMACs · 18.3 kFLOPs"]
+    assert by_line[line_of(path, "self.conv =")] == ["112 params · 13.8 kFLOPs"]
+    assert by_line[line_of(path, "self.flat =")] == ["0 params · 0 FLOPs"]
+    assert by_line[line_of(path, "self.head =")] == ["2.06k params · 4.10 kFLOPs"]
+    assert by_line[line_of(path, "self.blocks =")] == ["×3 · 216 params · 384 FLOPs"]
+    assert by_line[line_of(path, "self.fc =")] == ["×3 · 216 params · 384 FLOPs"]
+    # calls: conv then flat on one line, the line's value is flat's output (1, 4·8·8 = 256)
+    assert by_line[line_of(path, "x = self.flat(self.conv(x))")] == ["→ (1, 256)"]
+    assert by_line[line_of(path, "x = self.head(x)")] == ["→ (1, 8)"]
+    assert by_line[line_of(path, "x = block(x)")] == ["→ (1, 8)"]
+    assert by_line[line_of(path, "return self.fc(x)")] == ["→ (1, 8)"]
+
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=line_of(path, "self.fc =") - 1, character=10)))
+    text = hover.contents.value
+    assert "### Linear ×3" in text and "`blocks.0.fc`, `blocks.1.fc`, `blocks.2.fc`" in text
+    assert "Parameters: 216 (216 trainable, 0 frozen, 864 B)" in text   # 216 float32 = 864 bytes
+
+
+async def test_factory_raising_points_at_the_raise(client):
+    path = client.root / "factory_raises.py"
+    uri = await analysed(client, client.status, path)
+    errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
+    assert {line for line, _, _ in errors} == {line_of(path, "raise ValueError"), line_of(path, "def build_broken")}
+    assert all("ValueError: no model for you" in message for _, _, message in errors)
+
+
+async def test_forward_failing_on_shape(client):
+    path = client.root / "bad_shape.py"
+    uri = await analysed(client, client.status, path)
+    errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
+    # the innermost workspace frame of the traceback: the forward line that called Linear(10, 4) on (1, 3)
+    assert line_of(path, "return self.fc(x)") in {line for line, _, _ in errors}
+    assert any("input_shape" in message and "RuntimeError" in message for _, _, message in errors)
+
+
+async def test_import_failing(client):
+    path = client.root / "bad_import.py"
+    uri = await analysed(client, client.status, path)
+    errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
+    assert line_of(path, "import not_a_real_module") in {line for line, _, _ in errors}
+    assert any("ModuleNotFoundError" in message for _, _, message in errors)
+
+
+async def test_bad_pragma_and_syntax_error(client):
+    for name, marker, words in (("bad_pragma.py", "# torchscan:", "colour"), ("syntax.py", "def build(:", "")):
+        path = client.root / name
+        uri = lsp.open_document(client, path)
+        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS) if uri not in client.diagnostics else None
+        for _ in range(50):
+            if client.diagnostics.get(uri):
+                break
+            await __import__("asyncio").sleep(0.1)
+        found = _diagnostics(client, uri)
+        assert line_of(path, marker) in {line for line, _, _ in found}, found
+        assert any(words in message for _, _, message in found)
+
+
+async def test_broken_edit_keeps_stale_hints(client):
+    path = client.root / "stale.py"
+    uri = await analysed(client, client.status, path)
+    # Linear(4, 2): parameters 4·2 + 2 = 10; FLOPs 2·(2·4 − 1) + 2 = 16; MACs 4·2 = 8
+    target = line_of(path, "def build_small")
+    assert labels_by_line(await hints(client, uri))[target] == ["10 params · 8 MACs · 16 FLOPs"]
+
+    broken = path.read_text().replace("return nn.Linear(4, 2)", "raise RuntimeError('half-way through an edit')")
+    path.write_text(broken)
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=broken)]))
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    await client.status.wait(uri, {"failed"}, since)
+
+    kept = [h for h in await hints(client, uri) if h.position.line + 1 == target]
+    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs"]
+    assert "Stale" in kept[0].tooltip.value
+    errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
+    assert any("half-way through an edit" in message for _, _, message in errors)
