@@ -5,8 +5,8 @@ Every file of :data:`lsp_support.MODELS` runs through a real worker; the expecte
 derived by hand below.
 """
 
+import asyncio
 import sys
-from pathlib import Path
 
 import pytest
 import pytest_lsp
@@ -25,7 +25,7 @@ async def client(lsp_client: LanguageClient, request):
     lsp_client.root = root
     lsp_client.status = lsp.attach(lsp_client)
     lsp_client.set_configuration({"maxWorkers": 2}, section="torchscan")
-    await lsp_client.initialize_session(types.InitializeParams(
+    lsp_client.initialized = await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("neovim@v0.11"),
         root_uri=root.as_uri(), workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
         initialization_options={"trusted": True}))
@@ -38,9 +38,13 @@ def _diagnostics(client, uri):
 
 
 async def test_capabilities_push_diagnostics_for_neovim(client):
-    capabilities = client.protocol.server_capabilities if hasattr(client.protocol, "server_capabilities") else None
-    # Neovim 0.11 advertises no workspace/diagnostic/refresh: the server must not offer pulls.
-    assert capabilities is None or capabilities.diagnostic_provider is None
+    capabilities = client.initialized.capabilities
+    # Neovim 0.11 advertises no workspace/diagnostic/refresh: the server must not offer pulls
+    # (Neovim would then show every pushed diagnostic twice), and pushes instead.
+    assert capabilities.diagnostic_provider is None
+    assert capabilities.inlay_hint_provider and capabilities.hover_provider and capabilities.code_lens_provider
+    assert set(capabilities.execute_command_provider.commands) == {
+        "torchscan.reanalyze", "torchscan.showReport", "torchscan.measureLatency", "torchscan.measureMemory"}
 
 
 async def test_conv_hints_hover_lenses(client):
@@ -127,11 +131,10 @@ async def test_bad_pragma_and_syntax_error(client):
     for name, marker, words in (("bad_pragma.py", "# torchscan:", "colour"), ("syntax.py", "def build(:", "")):
         path = client.root / name
         uri = lsp.open_document(client, path)
-        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS) if uri not in client.diagnostics else None
-        for _ in range(50):
+        for _ in range(100):  # the scan is synchronous; the push follows the didOpen at once
             if client.diagnostics.get(uri):
                 break
-            await __import__("asyncio").sleep(0.1)
+            await asyncio.sleep(0.05)
         found = _diagnostics(client, uri)
         assert line_of(path, marker) in {line for line, _, _ in found}, found
         assert any(words in message for _, _, message in found)
