@@ -1,0 +1,76 @@
+"""``torchscan-lsp check``: output lines and exit codes, run as a user would run it."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+FILES = {
+    "conv.py": """
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(3, 32, 32)
+        def build_conv():
+            return nn.Conv2d(3, 8, 3)
+    """,
+    "broken.py": """
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(3,)
+        def build_broken():
+            layers = [nn.Linear(3, 3)]
+            raise ValueError("no model for you")
+    """,
+    "syntax.py": """
+        # torchscan: input_shape=(3,)
+        def build(:
+            pass
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("check")
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    for name, source in FILES.items():
+        (root / name).write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def _check(root, *paths):
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", *paths], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout.splitlines(), done.stderr
+
+
+def test_clean_file_prints_hints_and_exits_zero(workspace):
+    code, lines, stderr = _check(workspace, "conv.py")
+    assert code == 0, stderr
+    # Conv2d(3, 8, 3) on (1, 3, 32, 32): 224 parameters, MACs 7200·27 = 194,400, FLOPs 7200·54 = 388,800.
+    # The hint stands after the 17 characters of "def build_conv():" on line 5: column 18.
+    assert "conv.py:5:18: hint: 224 params · 194 kMACs · 389 kFLOPs" in lines
+    assert not [line for line in lines if ": error: " in line]
+
+
+def test_failing_factory_exits_one_with_the_raising_line(workspace):
+    code, lines, _ = _check(workspace, "broken.py", "--no-hints")
+    assert code == 1
+    raised = [line for line in lines if line.startswith("broken.py:7:5: error: ")]
+    assert len(raised) == 1 and "ValueError: no model for you" in raised[0]
+    assert any(line.startswith("broken.py:5:1: error: ") for line in lines)   # and on the target line
+
+
+def test_syntax_error_is_an_error(workspace):
+    code, lines, _ = _check(workspace, "syntax.py")
+    assert code == 1
+    assert any(line.startswith("syntax.py:2:") and ": error: " in line for line in lines), lines
+
+
+def test_missing_path_exits_two(workspace):
+    code, lines, stderr = _check(workspace, "nowhere.py")
+    assert code == 2 and lines == []
+    assert "nowhere.py" in stderr
