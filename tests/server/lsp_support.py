@@ -197,6 +197,14 @@ MODELS = {
         def build_small():
             return nn.Linear(4, 2)
     ''',
+    "pragma_edit.py": '''
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        def build_small():
+            return nn.Linear(4, 2)
+    ''',
 }
 
 

@@ -161,3 +161,23 @@ async def test_broken_edit_keeps_stale_hints(client):
     assert "Stale" in kept[0].tooltip.value
     errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
     assert any("half-way through an edit" in message for _, _, message in errors)
+
+
+async def test_bad_pragma_edit_keeps_stale_hints(client):
+    path = client.root / "pragma_edit.py"
+    uri = await analysed(client, client.status, path)
+    target = line_of(path, "def build_small")
+    # Linear(4, 2): 10 parameters, 8 MACs, 16 FLOPs (as in the test above)
+    assert labels_by_line(await hints(client, uri))[target] == ["10 params · 8 MACs · 16 FLOPs"]
+
+    edited = path.read_text().replace("input_shape=(4,)", 'input_shape=(4,), colour="red"')
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+    await client.status.wait(uri, {"stale"}, since)
+
+    kept = [h for h in await hints(client, uri) if h.position.line + 1 == target]
+    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs"] and "Stale" in kept[0].tooltip.value
+    pragma = line_of(path, "# torchscan:")
+    assert any(line == pragma and "colour" in message for line, _, message in _diagnostics(client, uri))

@@ -139,12 +139,20 @@ class Analyzer:
         except Exception as error:  # a scanner bug must not take the server down
             log.exception("target scan failed for %s", document.path)
             targets, problems = [], [_ScanFailure(f"torchscan could not scan this file: {error}")]
+        retained: set[str] = set()
         if any(_is_error(p) for p in problems):
-            # A broken edit keeps the targets it hid, so their last good hints stay (stale).
+            # A broken edit keeps the targets it hid, so their last good hints stay (stale);
+            # they are not analysed again until the edit is fixed.
             names = {t.name for t in targets}
-            targets += [t for t in document.targets if t.name not in names]
-        document.targets, document.problems = targets, problems
-        return self.store.sync_targets(document)
+            kept = [t for t in document.targets if t.name not in names]
+            retained = {t.name for t in kept}
+            targets += kept
+        document.targets, document.problems, document.retained = targets, problems, retained
+        states = self.store.sync_targets(document)
+        for state in states:
+            if state.key.name in retained:
+                state.stale = state.view is not None
+        return states
 
     # analysis ------------------------------------------------------------------------------
 
@@ -198,6 +206,8 @@ class Analyzer:
         states = [s for s in self.store.states_in(document.root, document.rel) if wanted is None or s.key.name in wanted]
         changed = []
         for state in states:
+            if state.key.name in document.retained:
+                continue
             if not self.may_execute:
                 state.untrusted = True
                 changed.append(state)

@@ -45,7 +45,7 @@ def register(server: "TorchscanServer") -> None:
         on_disk = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
         document = ls.analyzer.open(path, ls.root_for(path), text, saved=on_disk == text)
         states = ls.analyzer.analyse(document, unsaved=on_disk != text)
-        ls.states_changed(states, set())
+        ls.states_changed(states, {(document.root, document.rel)})
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: "TorchscanServer", params: types.DidChangeTextDocumentParams) -> None:
@@ -53,8 +53,9 @@ def register(server: "TorchscanServer") -> None:
         if path is None or path not in ls.analyzer.store.documents:
             return
         text = ls.workspace.get_text_document(params.text_document.uri).source
+        document = ls.analyzer.store.documents[path]
         states = ls.analyzer.edit(path, text)
-        ls.states_changed(states, set())
+        ls.states_changed(states, {(document.root, document.rel)})
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     async def did_save(ls: "TorchscanServer", params: types.DidSaveTextDocumentParams) -> None:
@@ -70,7 +71,7 @@ def register(server: "TorchscanServer") -> None:
         await _settings(ls)
         text = ls.workspace.get_text_document(params.text_document.uri).source
         document = ls.analyzer.open(path, ls.root_for(path), text, saved=True)
-        ls.states_changed(ls.analyzer.store.states_in(document.root, document.rel), set())
+        ls.states_changed(ls.analyzer.store.states_in(document.root, document.rel), {(document.root, document.rel)})
         ls.analyzer.analyse_saved(path)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

@@ -132,10 +132,12 @@ def shape_label(meta: Mapping[str, Any] | None) -> str:
 
 
 def byte_size(count: float) -> str:
-    """Format a byte count in binary units: ``896`` → ``"896 B"``, ``46_758_000`` → ``"44.6 MiB"``."""
+    """Format a byte count in binary units: ``896`` → ``"896 B"``, ``3 * 1024**2`` → ``"3.0 MiB"``."""
+    if abs(count) < 1024:
+        return f"{int(count)} B"
     value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         value /= 1024
-    raise AssertionError("unreachable")
+        if abs(value) < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"

@@ -49,6 +49,7 @@ class Document:
         saved_hash: content hash of the text last saved (or read from disk).
         targets: targets found in the last scan that parsed (kept across a syntax error).
         problems: problems of the latest scan (syntax errors, bad pragmas).
+        retained: names of targets the latest scan lost to an error, kept with their last results.
     """
 
     path: str
@@ -58,6 +59,7 @@ class Document:
     saved_hash: str
     targets: list[Any] = field(default_factory=list)
     problems: list[Any] = field(default_factory=list)
+    retained: set[str] = field(default_factory=set)
 
     @property
     def lines(self) -> list[str]:
