@@ -76,9 +76,13 @@ def open_document(client, path: Path) -> str:
 
 
 async def analysed(client, log: StatusLog, path: Path, states=frozenset({"done", "failed"})) -> str:
-    """Open ``path`` and wait until its analysis ends; returns the URI."""
+    """Open ``path`` (once per session) and wait until its analysis ends; returns the URI."""
+    uri = from_fs_path(str(path))
+    if any(event[0] == uri for event in log.events):
+        await log.wait(uri, set(states), 0)
+        return uri
     since = log.mark()
-    uri = open_document(client, path)
+    open_document(client, path)
     await log.wait(uri, set(states), since)
     return uri
 

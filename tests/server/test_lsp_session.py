@@ -6,7 +6,11 @@ derived by hand below.
 """
 
 import asyncio
+import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import pytest_lsp
@@ -19,7 +23,13 @@ from lsp_support import analysed, hints, labels_by_line, line_of
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"]))
+# Reports written by "Show report" land in a cache folder of the tests' own, not the user's.
+CACHE = Path(tempfile.gettempdir()) / "torchscan-lsp-test-cache"
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"],
+                            server_env={**os.environ, "XDG_CACHE_HOME": str(CACHE)})
+
+
+@pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, request):
     root = lsp.make_workspace(request.getfixturevalue("tmp_path_factory").mktemp("ws"))
     lsp_client.root = root
@@ -181,3 +191,25 @@ async def test_bad_pragma_edit_keeps_stale_hints(client):
     assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs"] and "Stale" in kept[0].tooltip.value
     pragma = line_of(path, "# torchscan:")
     assert any(line == pragma and "colour" in message for line, _, message in _diagnostics(client, uri))
+
+
+async def test_show_report_writes_the_report_and_asks_to_show_it(client):
+    path = client.root / "conv.py"
+    uri = await analysed(client, client.status, path)
+    written = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="torchscan.showReport", arguments=[uri, "build_conv", "json"]))
+    report = json.loads(Path(written).read_text())
+    assert report["totals"]["parameters"]["value"] == 224   # 8·3·3·3 weights + 8 biases
+    assert Path(written).is_relative_to(CACHE)
+    assert client.shown_documents[-1].uri == Path(written).as_uri()
+
+
+async def test_reanalyse_runs_again(client):
+    path = client.root / "conv.py"
+    uri = await analysed(client, client.status, path)
+    since = client.status.mark()
+    await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="torchscan.reanalyze", arguments=[uri]))
+    assert await client.status.wait(uri, {"running"}, since)
+    state, _ = await client.status.wait(uri, {"done", "failed"}, since)
+    assert state == "done"
