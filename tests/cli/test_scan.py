@@ -1,0 +1,266 @@
+"""``torchscan-lsp scan``: tables, JSON, exit codes and one-line errors (never a traceback of ours)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchscan_lsp.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(root: Path, files: dict[str, str]) -> dict[str, str]:
+    written = {}
+    for rel, text in files.items():
+        text = textwrap.dedent(text).lstrip("\n")
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+        written[rel] = text
+    return written
+
+
+def line_of(text: str, needle: str) -> int:
+    return text.count("\n", 0, text.index(needle)) + 1
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A workspace root (it has a pyproject.toml) that is also the current directory."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "models"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def scan(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["scan", *argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+CONV = """
+    import torch.nn as nn
+
+
+    # torchscan: input_shape=(3, 32, 32)
+    def build():
+        return nn.Conv2d(3, 8, 3)
+"""
+
+
+def test_table_for_a_conv_factory(workspace, capsys):
+    files = write(workspace, {"net.py": CONV})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"net.py:{line_of(files['net.py'], 'def build')}: build"
+    assert "conv2d    Conv2d    (1, 8, 30, 30)    224        True     " in lines
+    assert "Total params: 224" in lines
+    assert "Module-formula forward FLOPs: 388.80 kFLOPs" in lines
+    assert "Operator forward FLOPs: 388.80 kFLOPs" in lines
+    assert err == ""
+
+
+def test_json_output(workspace, capsys):
+    write(workspace, {"net.py": CONV})
+    code, out, _ = scan(capsys, "net.py", "--format", "json")
+    assert code == 0
+    (result,) = json.loads(out)
+    assert (result["file"], result["target"], result["ok"]) == ("net.py", "build", True)
+    assert result["report"]["totals"]["parameters"]["value"] == 224
+    assert result["report"]["totals"]["module_flops"]["value"] == 388_800
+    assert result["source_map"]["modules"][0]["defined_at"] == {"file": "net.py", "line": 6}
+    assert result["imported_files"] == ["net.py"]
+
+
+def test_target_option_selects_one(workspace, capsys):
+    write(workspace, {"net.py": textwrap.dedent(CONV) + "\n\n# torchscan: input_shape=(4,)\ndef other():\n    return nn.Linear(4, 2)\n"})
+    code, out, _ = scan(capsys, "net.py", "--target", "other")
+    assert code == 0
+    assert out.splitlines()[0].endswith(": other")
+    assert "Total params: 10" in out and "Total params: 224" not in out
+
+    code, out, err = scan(capsys, "net.py", "--target", "missing")
+    assert code == 1 and out == ""
+    assert err == "net.py:1: error: no target named 'missing' (targets here: build, other)\n"
+
+
+def test_workspace_defaults_from_pyproject(workspace, capsys):
+    (workspace / "pyproject.toml").write_text("[tool.torchscan-lsp]\ninput_shape = [3, 32, 32]\n", encoding="utf-8")
+    write(workspace, {"net.py": "import torch.nn as nn\n\n\n# torchscan:\ndef build():\n    return nn.Conv2d(3, 8, 3)\n"})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0, err
+    assert "Total params: 224" in out
+
+
+def test_invalid_workspace_defaults(workspace, capsys):
+    (workspace / "pyproject.toml").write_text('[tool.torchscan-lsp]\ndevice = "cpu"\nstrikt = true\n', encoding="utf-8")
+    write(workspace, {"net.py": CONV})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 1 and out == ""
+    assert err.startswith("pyproject.toml:3: error: [tool.torchscan-lsp] unknown option 'strikt'")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "expected"),
+    [
+        pytest.param(
+            {"net.py": "# torchscan: input_shape=(3,)\ndef build(:\n    pass\n"},
+            ["net.py"],
+            "net.py:2: error: syntax error: invalid syntax",
+            id="syntax-error",
+        ),
+        pytest.param(
+            {"net.py": "# torchscan: input_shape=shape()\ndef build():\n    pass\n"},
+            ["net.py"],
+            "net.py:1: error: option 'input_shape' must be a Python literal (numbers, strings, tuples, "
+            "lists, True/False), not the expression `shape()`; options are read, never run",
+            id="non-literal-option",
+        ),
+        pytest.param(
+            {"net.py": "# torchscan: input_shape=(3,), colour='red'\ndef build():\n    pass\n"},
+            ["net.py"],
+            "net.py:1: error: unknown option 'colour' (known options: input_shape, dtype, device, mode, "
+            "strict, measure, timeout)",
+            id="unknown-option",
+        ),
+        pytest.param(
+            {"net.py": "# torchscan: input_shape=(3,)\ndef build(width):\n    pass\n"},
+            ["net.py"],
+            "net.py:2: error: factory 'build' takes required argument(s) width; a target is called with "
+            "no arguments: give them defaults or wrap the call in a zero-argument function",
+            id="required-argument",
+        ),
+        pytest.param(
+            {"net.py": "import torch.nn as nn\n\n\ndef build():\n    return nn.ReLU()\n"},
+            ["net.py"],
+            "net.py:1: error: no annotated model found; put '# torchscan: input_shape=(...)' on the line "
+            "above a zero-argument model factory or nn.Module class",
+            id="no-targets",
+        ),
+        pytest.param({}, ["missing.py"], "missing.py: error: no such file", id="missing-file"),
+        pytest.param(
+            {
+                "helpers.py": "def width():\n    raise ValueError('width must be positive, got -1')\n",
+                "net.py": "import torch.nn as nn\nfrom helpers import width\n\n\n"
+                "# torchscan: input_shape=(3, 8, 8)\ndef build():\n    return nn.Conv2d(3, width(), 3)\n",
+            },
+            ["net.py"],
+            "helpers.py:2: error: 'build' failed: ValueError: width must be positive, got -1",
+            id="factory-raises",
+        ),
+        pytest.param(
+            {
+                "net.py": "import torch.nn as nn\n\n\n# torchscan: input_shape=(3,)\nclass Head(nn.Module):\n"
+                "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(10, 5)\n\n"
+                "    def forward(self, x):\n        return self.fc(x)\n",
+            },
+            ["net.py"],
+            "net.py:11: error: the forward pass of 'Head' failed: RuntimeError: mat1 and mat2 shapes "
+            "cannot be multiplied (1x3 and 10x5)",
+            id="forward-fails-on-the-shape",
+        ),
+        pytest.param(
+            {"net.py": "import torch.nn as nn\nimport no_such_module_xyz\n\n\n# torchscan: input_shape=(3,)\n"
+             "def build():\n    return nn.ReLU()\n"},
+            ["net.py"],
+            "net.py:2: error: cannot import the module: ModuleNotFoundError: No module named 'no_such_module_xyz'",
+            id="import-error",
+        ),
+        pytest.param(
+            {"net.py": "import torch.nn as nn\n\n\n# torchscan: device='cpu'\ndef build():\n    return nn.ReLU()\n"},
+            ["net.py"],
+            "net.py:4: error: 'build' returns only a model and no input_shape is set; add input_shape=(...) "
+            "(without the batch dimension) to its pragma, or return (model, args) or (model, args, kwargs)",
+            id="no-inputs",
+        ),
+    ],
+)
+def test_errors_are_one_line_with_a_non_zero_exit(workspace, capsys, files, argv, expected):
+    write(workspace, files)
+    code, out, err = scan(capsys, *argv)
+    assert code == 1
+    assert out == ""
+    assert err == expected + "\n"
+
+
+def test_json_output_still_lists_failures(workspace, capsys):
+    write(workspace, {"net.py": "import torch.nn as nn\n\n\n# torchscan: input_shape=(3,)\ndef build():\n    return nn.Linear(4, 2)\n"})
+    code, out, err = scan(capsys, "net.py", "--format", "json")
+    assert code == 1
+    (result,) = json.loads(out)
+    assert result["ok"] is False and result["error"]["kind"] == "forward"
+    # no workspace line ran in the forward (nn.Linear is torch's): the error is on the target's line
+    assert err.startswith("net.py:5: error: the forward pass of 'build' failed: RuntimeError:")
+
+
+def test_one_failing_file_does_not_stop_the_others(workspace, capsys):
+    write(workspace, {"bad.py": "x = (\n", "good.py": CONV})
+    code, out, err = scan(capsys, "bad.py", "good.py")
+    assert code == 1
+    assert "Total params: 224" in out
+    assert err.startswith("bad.py:1: error: syntax error:")
+
+
+def test_warnings_do_not_fail_the_scan(workspace, capsys):
+    write(workspace, {"net.py": "# torchscan: input_shape=(1,)\nX = 1\n" + textwrap.dedent(CONV)})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0
+    assert err.startswith("net.py:1: warning: this '# torchscan:' pragma is not directly above a def or class")
+    assert "Total params: 224" in out
+
+
+def test_directories_are_searched_for_annotated_files(workspace, capsys):
+    write(
+        workspace,
+        {
+            "models/a.py": CONV,
+            "models/plain.py": "def not_a_target(:\n",  # never mentions the pragma: not read as one
+            "models/.hidden/b.py": CONV,
+        },
+    )
+    code, out, err = scan(capsys, "models")
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.endswith(": build")] == ["models/a.py:5: build"]
+
+
+def test_a_directory_without_targets(workspace, capsys):
+    write(workspace, {"models/plain.py": "X = 1\n"})
+    code, out, err = scan(capsys, "models")
+    assert code == 1
+    assert err == "models: error: no annotated model found\n"
+
+
+def test_memory_measurement_flag(workspace, capsys):
+    write(workspace, {"net.py": CONV})
+    code, out, err = scan(capsys, "net.py", "--memory")
+    assert code == 0, err
+    assert "Peak memory (cpu): " in out
+
+
+def test_the_readme_demo_prints_real_tables():
+    """``make demo`` runs exactly this command from the repository root."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "-m", "torchscan_lsp", "scan", "examples/cnn.py", "examples/transformer_models.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr
+    assert "Traceback" not in process.stderr
+    titles = [line.split(": ", 1)[1] for line in process.stdout.splitlines() if line.startswith("examples/")]
+    assert titles == ["small_resnet", "TinyConvNet", "gpt2_small", "bert_small", "llama_small"]
+    assert process.stdout.count("Total params: ") == 5
+    assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
+    assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)

@@ -1,0 +1,232 @@
+"""Source attribution: which files are the workspace's, definition and call sites, operator lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+
+import torchscan_lsp.worker.runner as runner_module
+from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
+
+from torchscan_lsp.worker.runner import run_job
+
+
+def write(root: Path, files: dict[str, str]) -> dict[str, str]:
+    written = {}
+    for rel, text in files.items():
+        text = textwrap.dedent(text).lstrip("\n")
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+        written[rel] = text
+    return written
+
+
+def line_of(text: str, needle: str) -> int:
+    return text.count("\n", 0, text.index(needle)) + 1
+
+
+def loc(file: str, line: int) -> dict:
+    return {"file": file, "line": line}
+
+
+def run(root: Path, rel: str, target: str, options: dict) -> dict:
+    result = run_job({"workspace_root": str(root), "file": str(root / rel), "target": target, "options": options})
+    assert json.loads(json.dumps(result, allow_nan=False)) == result
+    return result
+
+
+def test_workspace_names_its_own_files_only(tmp_path):
+    workspace = Workspace(tmp_path)
+    for rel in ("net.py", "pkg/a.py", ".venv/lib/python3.11/site-packages/torch/x.py",
+                "lib/site-packages/y.py", ".hidden/z.py", "node_modules/q.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert workspace.relative(str(tmp_path / "net.py")) == "net.py"
+    assert workspace.relative(str(tmp_path / "pkg" / "a.py")) == "pkg/a.py"
+    assert workspace.relative(str(tmp_path / ".venv/lib/python3.11/site-packages/torch/x.py")) is None
+    assert workspace.relative(str(tmp_path / "lib/site-packages/y.py")) is None
+    assert workspace.relative(str(tmp_path / ".hidden/z.py")) is None
+    assert workspace.relative(str(tmp_path / "node_modules/q.py")) is None
+    assert workspace.relative(str(tmp_path.parent / "elsewhere.py")) is None
+    assert workspace.relative("<string>") is None
+    assert workspace.relative(str(tmp_path / "data.txt")) is None
+    assert workspace.relative(None) is None
+
+
+def test_this_projects_package_is_never_a_workspace_file():
+    repo = Path(runner_module.__file__).resolve().parents[2]
+    assert Workspace(repo).relative(runner_module.__file__) is None
+
+
+def test_a_symlinked_root_names_files_by_their_real_place(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "net.py").write_text("")
+    link = tmp_path / "link"
+    os.symlink(real, link)
+    assert Workspace(link).relative(str(real / "net.py")) == "net.py"
+    assert Workspace(real).relative(str(link / "net.py")) == "net.py"
+
+
+def test_stack_walks_stop_at_the_barrier(tmp_path):
+    path = tmp_path / "caller.py"
+    path.write_text("import sys\n\ndef where(recorder):\n    return recorder.location(sys._getframe())\n")
+    code = compile(path.read_text(), str(path), "exec")
+    namespace: dict = {}
+    exec(code, namespace)
+    recorder = SourceRecorder(Workspace(tmp_path))
+    assert recorder.location(sys._getframe()) is None  # this test file is outside the workspace
+    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
+    recorder.barrier = sys._getframe()
+    # the caller's frame is inside the barrier: found; frames beyond it are never looked at
+    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
+
+
+def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_path):
+    files = write(
+        tmp_path,
+        {
+            "ops.py": """
+                def double(x):
+                    return x + x
+            """,
+            "net.py": """
+                import torch.nn as nn
+
+                from ops import double
+
+
+                class Net(nn.Module):
+                    def forward(self, x):
+                        y = double(x)
+                        return y.view(-1)
+            """,
+        },
+    )
+    result = run(tmp_path, "net.py", "Net", {"input_shape": [2, 3]})
+    assert result["ok"] is True, result
+    operators = result["source_map"]["operators"]
+    assert operators == [
+        {"file": "net.py", "line": line_of(files["net.py"], "y.view"), "operator": "aten.view",
+         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view."},
+        {"file": "ops.py", "line": line_of(files["ops.py"], "x + x"), "operator": "aten.add",
+         "calls": 1, "flops": 6, "ignored": None},
+    ]
+    assert result["imported_files"] == ["net.py", "ops.py"]
+
+
+def test_shared_module_keeps_its_first_definition(tmp_path):
+    files = write(
+        tmp_path,
+        {
+            "net.py": """
+                import torch.nn as nn
+
+
+                class Net(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.first = nn.Linear(3, 3)
+                        self.second = self.first
+
+                    def forward(self, x):
+                        return self.second(self.first(x))
+            """
+        },
+    )
+    text = files["net.py"]
+    result = run(tmp_path, "net.py", "Net", {"input_shape": [3]})
+    modules = result["source_map"]["modules"]
+    assert [(m["path"], m["call_index"]) for m in modules] == [("", 0), ("first", 0), ("first", 1)]
+    assert {m["defined_at"]["line"] for m in modules[1:]} == {line_of(text, "self.first = nn.Linear")}
+    assert [m["called_at"]["line"] for m in modules[1:]] == [line_of(text, "return self.second")] * 2
+
+
+def test_modules_built_by_library_code_point_at_the_workspace_line(tmp_path):
+    files = write(
+        tmp_path,
+        {
+            "net.py": """
+                import torch.nn as nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        # one head: an odd head count keeps the layers off their fused fast path
+                        layer = nn.TransformerEncoderLayer(16, 1, dim_feedforward=32, batch_first=True)
+                        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+
+                    def forward(self, x):
+                        return self.encoder(x)
+            """
+        },
+    )
+    text = files["net.py"]
+    result = run(tmp_path, "net.py", "Encoder", {"input_shape": [5, 16]})
+    assert result["ok"] is True, result
+    by_path = {m["path"]: m for m in result["source_map"]["modules"]}
+    assert by_path["encoder"]["defined_at"] == loc("net.py", line_of(text, "self.encoder ="))
+    assert by_path["encoder"]["called_at"] == loc("net.py", line_of(text, "return self.encoder(x)"))
+    # The layers are deep copies made inside torch while that line ran (their own submodules were
+    # copied, never registered, and take their ancestor's line), and torch code calls them while
+    # `return self.encoder(x)` is the innermost workspace line.
+    copies = [p for p in by_path if p.startswith("encoder.layers.")]
+    assert "encoder.layers.0" in copies and "encoder.layers.1.linear1" in copies
+    for path in copies:
+        assert by_path[path]["defined_at"] == loc("net.py", line_of(text, "self.encoder ="))
+        assert by_path[path]["called_at"] == loc("net.py", line_of(text, "return self.encoder(x)"))
+
+
+def test_transformer_layers_keep_their_fast_path(tmp_path):
+    # Global hooks only: a per-module hook would send the layer down its slow path, and the line
+    # would show linear and softmax operators instead of the fused kernel.
+    files = write(
+        tmp_path,
+        {
+            "net.py": """
+                import torch.nn as nn
+
+
+                class Enc(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True)
+
+                    def forward(self, x):
+                        return self.layer(x)
+            """
+        },
+    )
+    result = run(tmp_path, "net.py", "Enc", {"input_shape": [5, 16]})
+    assert result["ok"] is True, result
+    line = line_of(files["net.py"], "return self.layer(x)")
+    assert [(o["line"], o["operator"]) for o in result["source_map"]["operators"]] == [
+        (line, "aten._transformer_encoder_layer_fwd")
+    ]
+
+
+def test_recording_hooks_are_gone_after_an_exception(tmp_path):
+    from torch.nn.modules import module as nn_module
+
+    recorder = SourceRecorder(Workspace(tmp_path))
+    before = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    try:
+        with recorder.recording_definitions(lambda: None):
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    model = torch.nn.Linear(2, 2)
+    try:
+        with recorder.recording_calls(model):
+            model(torch.ones(1, 3))
+    except RuntimeError:
+        pass
+    after = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    assert after == before
+    assert torch._C._len_torch_dispatch_stack() == 0

@@ -1,0 +1,328 @@
+"""``torchscan-lsp scan PATH...``: the editor's analysis, in a terminal.
+
+Finds the annotated targets in each file (or in the ``.py`` files under each directory), runs each
+one through :func:`torchscan_lsp.worker.runner.run_job` in this process — the code the editor's
+worker runs — and prints its summary table, or all results as one JSON array.
+
+Every problem is one line on stderr, ``FILE:LINE: error: MESSAGE`` (or ``warning``), and any error
+makes the exit status 1; a usage error exits with 2. Tracebacks of the user's code are summarised to
+the innermost line of the workspace; tracebacks of ours are never shown.
+
+This module imports neither torch nor the user's code until a scan actually runs, so that building
+the command-line parser stays cheap for ``serve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from torchscan_lsp.targets import (
+    Target,
+    WorkspaceConfigError,
+    find_targets,
+    load_workspace_defaults,
+    merge_options,
+)
+
+_SKIPPED_DIRS = {"site-packages", "dist-packages", "node_modules", "__pycache__", "build", "dist"}
+_ERROR_KINDS = {
+    "import": "cannot import the module",
+    "factory": "{target} failed",
+    "forward": "the forward pass of {target} failed",
+    "options": "{target}",
+    "timeout": "{target} timed out",
+    "memory": "{target} ran out of memory",
+    "crash": "{target} crashed",
+    "cancelled": "{target} was cancelled",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``scan`` and its arguments."""
+    parser = subparsers.add_parser(
+        "scan",
+        help="analyse the annotated models in Python files and print their summaries",
+        description=(
+            "Find the models annotated with '# torchscan: input_shape=...' (or "
+            "@torchscan_lsp.target(...)) in each PATH, run each once, and print its summary table "
+            "or JSON report."
+        ),
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
+    parser.add_argument("--target", metavar="NAME", help="only the target with this name")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output format (default: table)"
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        help="workspace root (default: the nearest directory above the first PATH that holds "
+        "pyproject.toml or .git, else the current directory)",
+    )
+    parser.add_argument("--latency", action="store_true", help="also measure the model's latency")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory")
+    parser.add_argument(
+        "--layer-latency", action="store_true", help="also measure each leaf module's latency"
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+class _Output:
+    """Collects problems (to stderr, one line each) and tracks whether any was an error."""
+
+    def __init__(self, err: TextIO):
+        self.err = err
+        self.failed = False
+
+    def problem(self, file: str, line: int | None, message: str, severity: str = "error") -> None:
+        if severity == "error":
+            self.failed = True
+        where = f"{file}:{line}" if line else file
+        text = " ".join(str(message).split())
+        print(f"{where}: {severity}: {text}", file=self.err, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the scan; returns the exit status."""
+    out = _Output(sys.stderr)
+    try:
+        return _scan(args, out, sys.stdout)
+    except KeyboardInterrupt:
+        print("torchscan-lsp: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - never a traceback of ours
+        print(f"torchscan-lsp: error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+
+
+def find_root(paths: list[Path]) -> Path:
+    """The workspace root for ``paths``: the nearest ``pyproject.toml``/``.git`` directory above the
+    first one, else the current directory when it contains them all, else the first one's folder."""
+    cwd = Path.cwd().resolve()
+    first = paths[0].resolve() if paths else cwd
+    start = first if first.is_dir() else first.parent
+    for directory in (start, *start.parents):
+        if (directory / "pyproject.toml").is_file() or (directory / ".git").exists():
+            return directory
+    if all(_is_under(p.resolve(), cwd) for p in paths):
+        return cwd
+    return start
+
+
+def _is_under(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _python_files(directory: Path) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and d not in _SKIPPED_DIRS
+        )
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                found.append(Path(dirpath) / name)
+    return found
+
+
+def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
+    paths = [Path(p) for p in args.paths]
+    root = Path(args.root).resolve() if args.root else find_root(paths)
+    try:
+        defaults = load_workspace_defaults(root)
+    except WorkspaceConfigError as error:
+        out.problem(_display(error.path), error.line, error.message)
+        return 1
+
+    measure = [
+        name
+        for name, flag in (
+            ("latency", args.latency),
+            ("memory", args.memory),
+            ("layer_latency", args.layer_latency),
+        )
+        if flag
+    ]
+
+    # Files to scan: explicit files always; under directories only those that mention torchscan.
+    files: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend((f, False) for f in _python_files(path))
+        else:
+            files.append((path, True))
+
+    jobs: list[tuple[Path, str, Target]] = []
+    for path, explicit in files:
+        shown = _display(path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            out.problem(shown, None, "no such file")
+            continue
+        except OSError as error:
+            out.problem(shown, None, f"cannot read: {error.strerror or error}")
+            continue
+        try:
+            import importlib.util
+
+            source = importlib.util.decode_source(raw)
+        except (SyntaxError, UnicodeDecodeError) as error:
+            out.problem(shown, 1, f"cannot decode the file: {error}")
+            continue
+        if not explicit and "torchscan" not in source:
+            continue
+        scan = find_targets(source, str(path))
+        for problem in scan.problems:
+            out.problem(shown, problem.line, problem.message, problem.severity)
+        targets = scan.targets
+        if args.target:
+            targets = [t for t in targets if t.name == args.target]
+        if not targets and explicit and not scan.errors:
+            if args.target and scan.targets:
+                names = ", ".join(t.name for t in scan.targets)
+                out.problem(shown, 1, f"no target named '{args.target}' (targets here: {names})")
+            else:
+                out.problem(
+                    shown, 1,
+                    "no annotated model found; put '# torchscan: input_shape=(...)' on the line "
+                    "above a zero-argument model factory or nn.Module class",
+                )
+        jobs.extend((path, source, t) for t in targets)
+
+    if not jobs:
+        if not out.failed:
+            where = ", ".join(_display(p) for p in paths)
+            wanted = f"target named '{args.target}'" if args.target else "annotated model"
+            out.problem(where, None, f"no {wanted} found")
+        if args.format == "json":
+            print("[]", file=stdout)
+        return 1
+
+    from torchscan_lsp.worker.runner import run_job  # imports torch: only now
+
+    results = []
+    for path, source, target in jobs:
+        job = {
+            "workspace_root": str(root),
+            "file": str(path.resolve()),
+            "target": target.name,
+            "options": merge_options(defaults, target.options),
+            "source_text": source,
+            "measure": measure,
+        }
+        result = run_job(job)
+        shown = _display(path)
+        entry = {"file": shown, **result}
+        results.append(entry)
+        if not result.get("ok"):
+            _report_failure(out, root, shown, target, result)
+            continue
+        if args.format == "table":
+            _print_table(stdout, shown, target, result)
+
+    if args.format == "json":
+        json.dump(results, stdout, indent=2, allow_nan=False, default=str)
+        stdout.write("\n")
+    return 1 if out.failed else 0
+
+
+def _report_failure(
+    out: _Output, root: Path, shown: str, target: Target, result: dict[str, Any]
+) -> None:
+    error = result.get("error") or {}
+    file = error.get("file")
+    line = error.get("line")
+    if file:
+        where = _display(root / file)
+    else:
+        where, line = shown, line or target.line
+    kind = error.get("kind", "crash")
+    detail = error.get("message") or ""
+    if kind == "options":
+        message = detail
+    else:
+        lead = _ERROR_KINDS.get(kind, "{target}").format(target=f"'{target.name}'")
+        type_name = error.get("type")
+        message = f"{lead}: {type_name}: {detail}" if type_name else f"{lead}: {detail}"
+    out.problem(where, line, message)
+
+
+def _print_table(stdout: TextIO, shown: str, target: Target, result: dict[str, Any]) -> None:
+    from torchscan_lsp.engine.table import format_info
+
+    title = f"{shown}:{target.line}: {target.name}"
+    print(title, file=stdout)
+    print(format_info(result["report"]), file=stdout)
+    measurements = result.get("measurements") or {}
+    for line in _measurement_lines(measurements):
+        print(line, file=stdout)
+    print(file=stdout)
+
+
+def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, report in measurements.items():
+        if not isinstance(report, dict):
+            continue
+        if "error" in report and isinstance(report["error"], dict):
+            err = report["error"]
+            lines.append(f"{name}: unavailable ({err.get('type')}: {err.get('message')})")
+            continue
+        if name == "memory":
+            peak = report.get("peak_bytes")
+            delta = report.get("delta_bytes")
+            if isinstance(peak, int):
+                lines.append(
+                    f"Peak memory ({report.get('device')}): {_bytes(peak)}"
+                    + (f" (+{_bytes(delta)} over baseline)" if isinstance(delta, int) else "")
+                )
+            continue
+        totals = report.get("totals") or {}
+        for key, label in (
+            ("latency", "Latency (median)"),
+            ("latency_iqr", "Latency IQR"),
+            ("first_call_latency", "First call"),
+            ("model_latency", "Model latency"),
+            ("layer_latency_sum", "Sum of layer latencies"),
+        ):
+            metric = totals.get(key)
+            if isinstance(metric, dict):
+                value = metric.get("value") if metric.get("status") == "complete" else metric.get("known_value")
+                if isinstance(value, (int, float)):
+                    prefix = "≥ " if metric.get("status") == "partial" else ""
+                    lines.append(f"{label}: {prefix}{_seconds(value)}")
+    return lines
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value} B"
+
+
+def _seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value * 1e6:.1f} µs"

@@ -1,0 +1,209 @@
+"""Target options: their names, their literal parsing and their validation.
+
+Options are written as Python literals in a ``# torchscan: ...`` pragma, in a
+``@torchscan_lsp.target(...)`` decorator or (as TOML values) in ``pyproject.toml``. They are read with
+``ast`` and ``ast.literal_eval`` and never evaluated. This module never imports torch: dtypes are
+checked by name, and the worker turns the names into ``torch.dtype`` objects.
+
+The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
+dimension), plus the language server's own (``measure``, ``timeout``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+#: Options that map to ``crawl_module`` arguments.
+ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
+#: Options that only the server and the worker read.
+SERVER_OPTIONS = ("measure", "timeout")
+KNOWN_OPTIONS = ENGINE_OPTIONS + SERVER_OPTIONS
+
+MODES = ("full", "structure")
+MEASUREMENTS = ("latency", "memory", "layer_latency")
+
+#: ``torch.<name>`` dtypes accepted by name (with or without the ``torch.`` prefix).
+DTYPE_NAMES = frozenset(
+    {
+        "float32", "float", "float64", "double", "float16", "half", "bfloat16",
+        "complex32", "chalf", "complex64", "cfloat", "complex128", "cdouble",
+        "uint8", "uint16", "uint32", "uint64", "int8", "int16", "short", "int32", "int",
+        "int64", "long", "bool",
+        "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+    }
+)
+
+_DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
+
+OPTION_HELP = {
+    "input_shape": "a tuple of ints without the batch dimension, e.g. (3, 224, 224), "
+    "or a list of such tuples for several inputs",
+    "dtype": 'a dtype name such as "float32" or "torch.bfloat16", or a list of names (one per input)',
+    "device": 'a device string such as "cpu", "cuda" or "cuda:1"',
+    "mode": '"full" or "structure"',
+    "strict": "True or False",
+    "measure": 'a list of "latency", "memory" and "layer_latency"',
+    "timeout": "a positive number of seconds",
+}
+
+
+class OptionError(ValueError):
+    """An option value that is not allowed; ``str(error)`` says what to write instead."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+        self.message = message
+
+
+def unknown_option_message(name: str) -> str:
+    """Say that ``name`` is no option, suggesting the nearest known one."""
+    close = difflib.get_close_matches(name, KNOWN_OPTIONS, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown option '{name}' (known options: {', '.join(KNOWN_OPTIONS)}){hint}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shape_ok(value: Any) -> bool:
+    return isinstance(value, tuple) and all(_is_int(d) and d >= 0 for d in value)
+
+
+def _check_input_shape(value: Any) -> None:
+    if _shape_ok(value):
+        return
+    if isinstance(value, list) and value and all(_shape_ok(s) for s in value):
+        return
+    if isinstance(value, list) and value and all(_is_int(d) for d in value):
+        shape = "(" + ", ".join(str(d) for d in value) + ("," if len(value) == 1 else "") + ")"
+        raise OptionError(
+            "input_shape",
+            f"input_shape {value!r} is a list of ints; write the shape as a tuple, {shape} "
+            "(a list means several inputs, one tuple each)",
+        )
+    if isinstance(value, (tuple, list)) and any(
+        (_is_int(d) and d < 0) or (isinstance(d, tuple) and any(_is_int(x) and x < 0 for x in d))
+        for d in value
+    ):
+        raise OptionError("input_shape", "input_shape dimensions must not be negative")
+    raise OptionError(
+        "input_shape", f"input_shape must be {OPTION_HELP['input_shape']}, got {value!r}"
+    )
+
+
+def _check_dtype_name(value: Any) -> None:
+    if not isinstance(value, str):
+        raise OptionError("dtype", f"dtype must be {OPTION_HELP['dtype']}, got {value!r}")
+    name = value[len("torch.") :] if value.startswith("torch.") else value
+    if name not in DTYPE_NAMES:
+        close = difflib.get_close_matches(name, sorted(DTYPE_NAMES), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise OptionError("dtype", f"unknown dtype {value!r}{hint}")
+
+
+def _check_dtype(value: Any) -> None:
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise OptionError("dtype", "dtype must not be an empty list")
+        for item in value:
+            _check_dtype_name(item)
+    else:
+        _check_dtype_name(value)
+
+
+def _check_device(value: Any) -> None:
+    if not isinstance(value, str) or not _DEVICE_RE.match(value):
+        raise OptionError("device", f"device must be {OPTION_HELP['device']}, got {value!r}")
+
+
+def _check_mode(value: Any) -> None:
+    if value not in MODES or not isinstance(value, str):
+        raise OptionError("mode", f"mode must be {OPTION_HELP['mode']}, got {value!r}")
+
+
+def _check_strict(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise OptionError("strict", f"strict must be True or False, got {value!r}")
+
+
+def _check_measure(value: Any) -> None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise OptionError("measure", f"measure must be {OPTION_HELP['measure']}, got {value!r}")
+    for item in value:
+        if item not in MEASUREMENTS:
+            raise OptionError(
+                "measure",
+                f"unknown measurement {item!r}; measure may list "
+                + ", ".join(repr(m) for m in MEASUREMENTS),
+            )
+
+
+def _check_timeout(value: Any) -> None:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+        raise OptionError("timeout", f"timeout must be {OPTION_HELP['timeout']}, got {value!r}")
+
+
+_CHECKS = {
+    "input_shape": _check_input_shape,
+    "dtype": _check_dtype,
+    "device": _check_device,
+    "mode": _check_mode,
+    "strict": _check_strict,
+    "measure": _check_measure,
+    "timeout": _check_timeout,
+}
+
+
+def validate_option(name: str, value: Any) -> None:
+    """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it."""
+    check = _CHECKS.get(name)
+    if check is None:
+        raise OptionError(name, unknown_option_message(name))
+    check(value)
+
+
+def validate_options(options: dict[str, Any]) -> None:
+    """Validate every option and the rules between options (a dtype list per input shape)."""
+    for name, value in options.items():
+        validate_option(name, value)
+    check_consistency(options)
+
+
+def check_consistency(options: dict[str, Any]) -> None:
+    """Raise :class:`OptionError` when two valid options contradict each other."""
+    dtype = options.get("dtype")
+    shape = options.get("input_shape")
+    if isinstance(dtype, (list, tuple)) and shape is not None:
+        n_inputs = len(shape) if isinstance(shape, list) else 1
+        if len(dtype) != n_inputs:
+            raise OptionError(
+                "dtype",
+                f"dtype lists {len(dtype)} dtype(s) but input_shape describes {n_inputs} "
+                "input(s); give one dtype per input, or a single dtype for all",
+            )
+
+
+def from_toml_value(name: str, value: Any) -> Any:
+    """Convert a TOML value to the literal a pragma would hold (TOML has arrays, not tuples).
+
+    ``input_shape = [3, 224, 224]`` is one shape and ``[[3, 32, 32], [10]]`` two; ``dtype`` and
+    ``measure`` arrays stay lists.
+    """
+    if name == "input_shape" and isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            return [tuple(v) for v in value]
+        return tuple(value)
+    return value
+
+
+def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge option dicts, later layers winning (workspace defaults first, the target's last)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer:
+            merged.update(layer)
+    return merged
