@@ -104,10 +104,21 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
 def register(server) -> None:
     """Register ``textDocument/inlayHint`` (answered from the store, on the event loop)."""
 
+    # The hints of a document only change with its text, its states' results and the settings:
+    # build them once per such version and answer repeated requests by filtering on the range.
+    built: dict[str, tuple[tuple, list[types.InlayHint]]] = {}
+
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     def inlay_hint(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
-        return build_inlay_hints(document.rel, ls.lines(document), ls.states_for(document),
-                                 ls.analyzer.settings.inlayHints, params.range.start.line + 1, params.range.end.line + 1)
+        states = ls.states_for(document)
+        version = (hash(document.text), ls.analyzer.settings.inlayHints,
+                   tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
+        cached = built.get(document.path)
+        if cached is None or cached[0] != version:
+            cached = built[document.path] = (version, build_inlay_hints(
+                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints))
+        first, last = params.range.start.line, params.range.end.line
+        return [hint for hint in cached[1] if first <= hint.position.line <= last]

@@ -72,6 +72,7 @@ class ResultView:
         }
         self.lines: dict[Site, LineInfo] = defaultdict(LineInfo)
         self.module_entries: dict[LayerKey, dict] = {}
+        self._summaries: dict[tuple[str, ...], dict] = {}
         self._index_source_map(result.get("source_map") or {})
         self._index_diagnostics()
 
@@ -103,7 +104,10 @@ class ResultView:
         "module_flops", "macs", "dmas"}``: counts are ints (each tensor counted once, as in the
         report), work entries are aggregated metric objects over every call of every leaf.
         """
-        layers = self.subtree(paths)
+        key = tuple(paths)
+        if key in self._summaries:
+            return self._summaries[key]
+        layers = self.subtree(key)
         trainable = sum(layer.get("parameters", {}).get("trainable", 0) for layer in layers)
         frozen = sum(layer.get("parameters", {}).get("frozen", 0) for layer in layers)
         summary: dict[str, Any] = {
@@ -119,6 +123,7 @@ class ResultView:
                 (layer.get("metrics", {}).get(name) for layer in layers if name in layer.get("metrics", {})),
                 units[name],
             )
+        self._summaries[key] = summary
         return summary
 
     def diagnostics_for_paths(self, paths: Iterable[str]) -> list[dict]:
