@@ -1,0 +1,169 @@
+"""Module formulas: FLOPs, MACs, DMAs and module-local receptive field of one module call.
+
+Public dispatchers (the contract of ``torchscan.modules``, spec §1.3 and §5):
+
+``module_flops(module, inputs, out) -> int``
+    ``inputs`` is the call's ordered inputs (bound to ``forward``'s signature); ``out`` is the whole
+    output for ``nn.MultiheadAttention`` and recurrent modules and the first output tensor
+    otherwise. Either form is accepted for every module: a lone tensor for ``inputs``, a tuple for
+    ``out``.
+``module_macs(module, x, y, *, inputs=None) -> int`` and ``module_dmas(module, x, y, *, inputs=None) -> int``
+    ``x`` the first input tensor, ``y`` the first output tensor. ``inputs=`` (optional, the ordered
+    inputs) lets a formula see more than ``x``: MultiheadAttention's key, value, masks and
+    ``need_weights``; the decoder layer's and decoder stack's memory (required there); an
+    EmbeddingBag's offsets and per-sample weights; a recurrent layer's ``PackedSequence``. Each
+    family's docstring says what it assumes without it.
+``module_rf(module, x, y) -> (rf, stride, padding)``
+    The module-local kernel extent (dilation included), stride and padding along the first spatial
+    axis, in input elements. Transposed convolutions give a fractional stride ``1/s`` and
+    ``padding="same"`` its numeric padding; the field is never negative and never a string (see
+    ``conv.rf_convtransposend``). Point-wise modules give ``(1.0, 1.0, 0.0)``.
+
+Unsupported module: ``UserWarning("Module type not supported: <ClassName>")`` and 0 (RF:
+``(1.0, 1.0, 0.0)``). A formula that cannot compute raises (``NotImplementedError`` or
+``ValueError`` with the reason); a count that is only a lower bound warns with its own text; a module
+without a spatial receptive field (attention, Transformer, recurrent sequence layers, EmbeddingBag)
+warns ``Receptive field is not defined for <ClassName>: ...``.
+
+Formulas read shapes and attributes only and compute with Python ints, so the operator counter that
+observes the same forward pass sees none of their work.
+
+Dispatch is a small ordered registry (``REGISTRY``): the first family whose classes the module is an
+instance of wins. ``docs/formulas.md`` tabulates every family's formulas and their sources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence
+
+from . import (
+    activation,
+    attention,
+    conv,
+    dropout,
+    embedding,
+    linear,
+    norm,
+    pooling,
+    recurrent,
+    resample,
+    structural,
+    transformer,
+)
+from ._common import POINTWISE_RF, ShapeOnly, as_inputs, first_tensor, num_params, unsupported
+from ._registry import Family, Registry
+from .activation import *  # noqa: F403
+from .attention import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .dropout import *  # noqa: F403
+from .embedding import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .norm import *  # noqa: F403
+from .pooling import *  # noqa: F403
+from .recurrent import *  # noqa: F403
+from .resample import *  # noqa: F403
+from .structural import *  # noqa: F403
+from .transformer import *  # noqa: F403
+
+#: The families in dispatch order. Within ``conv`` the transposed family precedes the direct one.
+REGISTRY = Registry(
+    [
+        *transformer.FAMILIES,
+        *attention.FAMILIES,
+        *recurrent.FAMILIES,
+        *conv.FAMILIES,
+        *linear.FAMILIES,
+        *norm.FAMILIES,
+        *pooling.FAMILIES,
+        *activation.FAMILIES,
+        *dropout.FAMILIES,
+        *embedding.FAMILIES,
+        *resample.FAMILIES,
+        *structural.FAMILIES,
+    ]
+)
+
+_FAMILY_MODULES = (
+    activation,
+    attention,
+    conv,
+    dropout,
+    embedding,
+    linear,
+    norm,
+    pooling,
+    recurrent,
+    resample,
+    structural,
+    transformer,
+)
+
+__all__ = [
+    "Family",
+    "POINTWISE_RF",
+    "REGISTRY",
+    "Registry",
+    "ShapeOnly",
+    "family_of",
+    "first_tensor",
+    "module_dmas",
+    "module_flops",
+    "module_macs",
+    "module_rf",
+    "num_params",
+    *(name for mod in _FAMILY_MODULES for name in mod.__all__),
+]
+
+
+def family_of(module: nn.Module) -> Family | None:
+    """The formula family that covers ``module`` (None when unsupported)."""
+    return REGISTRY.lookup(module)
+
+
+def _tensor_args(x: Any, y: Any, inputs: Any) -> tuple[Any, Any, tuple | None]:
+    """Accept a tensor, a container of tensors or a PackedSequence for ``x``/``y``."""
+    if inputs is None and not isinstance(x, (torch.Tensor, ShapeOnly)):
+        inputs = (x,) if isinstance(x, PackedSequence) else as_inputs(x)
+    elif inputs is not None:
+        inputs = as_inputs(inputs)
+    return first_tensor(x), first_tensor(y), inputs
+
+
+def module_flops(module: nn.Module, inputs: Any, out: Any) -> int:
+    """FLOPs of one call of ``module`` (0 with a warning when unsupported)."""
+    family = REGISTRY.lookup(module)
+    if family is None:
+        return unsupported(module)
+    return int(family.flops(module, as_inputs(inputs), out))
+
+
+def module_macs(module: nn.Module, x: Any, y: Any, *, inputs: Any = None) -> int:
+    """Multiply-accumulates of one call of ``module`` (0 with a warning when unsupported)."""
+    family = REGISTRY.lookup(module)
+    if family is None:
+        return unsupported(module)
+    x, y, inputs = _tensor_args(x, y, inputs)
+    return int(family.macs(module, x, y, inputs=inputs))
+
+
+def module_dmas(module: nn.Module, x: Any, y: Any, *, inputs: Any = None) -> int:
+    """Logical element reads and writes of one call of ``module`` (0 with a warning when unsupported)."""
+    family = REGISTRY.lookup(module)
+    if family is None:
+        return unsupported(module)
+    x, y, inputs = _tensor_args(x, y, inputs)
+    return int(family.dmas(module, x, y, inputs=inputs))
+
+
+def module_rf(module: nn.Module, x: Any, y: Any) -> tuple:
+    """Module-local ``(receptive field, stride, padding)`` (``(1.0, 1.0, 0.0)`` with a warning when
+    unsupported)."""
+    family = REGISTRY.lookup(module)
+    if family is None:
+        unsupported(module)
+        return POINTWISE_RF
+    return family.rf(module, first_tensor(x), first_tensor(y))
