@@ -28,7 +28,7 @@ UNTRUSTED_MESSAGE = (
 _ERROR_ADVICE = {
     "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
     "options": "the target's options are not valid; fix the pragma or decorator",
-    "factory": "the factory raised; it must build the model without arguments",
+    "factory": "the factory raised while building the model",
     "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension) "
                "or return (model, args) from the factory",
     "timeout": "the analysis did not finish in time",

@@ -90,8 +90,8 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
                                                      _tooltip(state, totals_tooltip(view))))
         for line, info in sorted(view.lines_in(rel).items()):
-            # The root module built on the target's own line is what the totals hint already says.
-            defined = [p for p in info.defined if p or line != state.line or state.key.file != rel]
+            # The root module's cost is what the totals hint on the target line already says.
+            defined = [p for p in info.defined if p]
             if settings.modules and defined:
                 label, tip = module_label(view, defined)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
