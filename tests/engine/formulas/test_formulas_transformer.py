@@ -143,3 +143,25 @@ def test_custom_encoder_raises():
     x = torch.zeros(1, 3, 4)
     with pytest.raises(NotImplementedError, match="native encoder and decoder"):
         module_flops(model, (x, x), x)
+
+
+def test_transformer_and_decoder_macs_match_flop_counter(meta_operator_flops):
+    # On the meta device the fused paths decompose into addmm/bmm, which FlopCounterMode counts
+    # as 2·MACs; masks and norms add no matmul work.
+    torch.manual_seed(0)
+    model = nn.Transformer(
+        d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16,
+        dropout=0.0, batch_first=True,
+    ).eval()  # fmt: skip
+    src, tgt = torch.randn(2, 5, 8), torch.randn(2, 3, 8)
+    # encoder layer (10 tokens): attention 10·3·64 + 2·2·5·5·8 + 10·64 = 1920 + 800 + 640 = 3360,
+    #   feed-forward 10·2·8·16 = 2560 → 5920, two layers 11840
+    # decoder layer (6 target tokens, 10 memory tokens): self-attention 6·3·64 + 2·2·3·3·8 + 6·64
+    #   = 1152 + 288 + 384 = 1824; cross-attention 6·64 + 10·2·64 + 2·2·3·5·8 + 6·64
+    #   = 384 + 1280 + 480 + 384 = 2528; feed-forward 6·2·8·16 = 1536 → 5888
+    macs = module_macs(model, src, model(src, tgt), inputs=(src, tgt))
+    assert macs == 2 * 5920 + 5888 == 17728
+    assert meta_operator_flops(model, src, tgt) == 2 * macs
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    assert module_macs(layer, tgt, tgt, inputs=(tgt, src)) == 5888
+    assert meta_operator_flops(layer, tgt, src) == 2 * 5888
