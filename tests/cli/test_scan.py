@@ -264,3 +264,35 @@ def test_the_readme_demo_prints_real_tables():
     assert process.stdout.count("Total params: ") == 5
     assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
     assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)
+
+
+def test_json_on_stdout_stays_pure_when_libraries_print(workspace):
+    # The CPU memory profiler and the model itself write to file descriptor 1 below Python;
+    # `scan` sends that to stderr so that stdout holds nothing but the JSON.
+    write(
+        workspace,
+        {
+            "net.py": """
+                import os
+
+                import torch.nn as nn
+
+
+                # torchscan: input_shape=(3, 32, 32)
+                def build():
+                    os.write(1, b"raw bytes from the model\\n")
+                    print("a print from the model")
+                    return nn.Conv2d(3, 8, 3)
+            """
+        },
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "-m", "torchscan_lsp", "scan", "net.py", "--memory", "--format", "json"],
+        cwd=workspace, capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert process.returncode == 0, process.stderr
+    (result,) = json.loads(process.stdout)
+    assert result["measurements"]["memory"]["device"] == "cpu"
+    assert "raw bytes from the model" in process.stderr
+    assert "a print from the model" in process.stderr

@@ -230,3 +230,31 @@ def test_recording_hooks_are_gone_after_an_exception(tmp_path):
     after = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
     assert after == before
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_operators_from_engine_code_are_not_the_models(tmp_path):
+    """The engine pauses its counter (operators still flow outwards) while module formulas run;
+    such operators come from an engine frame and are never put on the model's lines."""
+    import torchscan_lsp.engine as engine
+
+    engine_dir = Path(engine.__file__).resolve().parent
+    namespace: dict = {}
+    # a stand-in for engine code, compiled as if it lived in the engine's folder
+    exec(
+        compile(
+            "import sys\n"
+            "def formula(recorder):\n"
+            "    return recorder.operator_location(sys._getframe())\n"
+            "def __torch_dispatch__(recorder):\n"
+            "    return recorder.operator_location(sys._getframe())\n",
+            str(engine_dir / "formulas" / "stand_in.py"),
+            "exec",
+        ),
+        namespace,
+    )
+    model_file = tmp_path / "net.py"
+    model_file.write_text("def forward(f, recorder):\n    return f(recorder)\n")
+    exec(compile(model_file.read_text(), str(model_file), "exec"), namespace)
+    recorder = SourceRecorder(Workspace(tmp_path))
+    assert namespace["forward"](namespace["formula"], recorder) is None
+    assert namespace["forward"](namespace["__torch_dispatch__"], recorder) == {"file": "net.py", "line": 2}

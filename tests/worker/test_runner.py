@@ -190,6 +190,24 @@ def test_package_with_relative_imports_over_two_files(tmp_path):
     assert result["imported_files"] == ["models/__init__.py", "models/blocks.py", "models/net.py"]
 
 
+def test_script_style_sibling_imports(tmp_path):
+    # models/ is no package; net.py imports its neighbour as `python models/net.py` would allow
+    write(
+        tmp_path,
+        {
+            "models/blocks.py": "import torch.nn as nn\n\n\ndef conv():\n    return nn.Conv2d(3, 8, 3)\n",
+            "models/net.py": "from blocks import conv\n\n\ndef build():\n    return conv()\n",
+        },
+    )
+    path_before = list(sys.path)
+    result = run(tmp_path, "models/net.py", "build", {"input_shape": [3, 32, 32]})
+    assert result["ok"] is True, result
+    assert total(result["report"], "parameters") == CONV_PARAMS
+    assert result["imported_files"] == ["models/blocks.py", "models/net.py"]
+    assert result["report"]["context"]["model_type"] == "torch.nn.modules.conv.Conv2d"
+    assert sys.path == path_before and "blocks" not in sys.modules
+
+
 def test_module_class_target(tmp_path):
     files = write(
         tmp_path,
@@ -494,7 +512,7 @@ def test_syntax_error_in_an_imported_sibling(tmp_path):
 def test_syntax_error_in_the_target_file(tmp_path):
     write(tmp_path, {"net.py": "def build():\n    return 1 +\n"})
     error = _error(run(tmp_path, "net.py", "build", {"input_shape": [2]}))
-    assert (error["kind"], error["type"], error["file"], error["line"]) == ("import", "SyntaxError", "net.py", 2)
+    assert error == {"kind": "import", "type": "SyntaxError", "message": "invalid syntax", "file": "net.py", "line": 2}
 
 
 def test_factory_that_raises_in_another_file(tmp_path):

@@ -15,11 +15,12 @@ the command-line parser stays cheap for ``serve``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from torchscan_lsp.targets import (
     Target,
@@ -229,7 +230,8 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
             "source_text": source,
             "measure": measure,
         }
-        result = run_job(job)
+        with _stdout_to_stderr(stdout):
+            result = run_job(job)
         shown = _display(path)
         entry = {"file": shown, **result}
         results.append(entry)
@@ -243,6 +245,28 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
         json.dump(results, stdout, indent=2, allow_nan=False, default=str)
         stdout.write("\n")
     return 1 if out.failed else 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(stdout: TextIO) -> Iterator[None]:
+    """Send file descriptor 1 to stderr while user code runs: libraries below Python (a profiler,
+    a C extension) may write there, and stdout carries only the tables or the JSON."""
+    try:
+        out_fd = stdout.fileno()
+        err_fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests capture in memory)
+        yield
+        return
+    stdout.flush()
+    saved = os.dup(out_fd)
+    try:
+        os.dup2(err_fd, out_fd)
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os.dup2(saved, out_fd)
+        os.close(saved)
 
 
 def _report_failure(

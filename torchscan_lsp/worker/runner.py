@@ -189,7 +189,7 @@ class _Job:
         for problem in scan.errors:
             if problem.target in (None, self.target_name) and problem.message.startswith("syntax error"):
                 raise JobError(
-                    "import", problem.message, type_name="SyntaxError",
+                    "import", problem.message.removeprefix("syntax error: "), type_name="SyntaxError",
                     file=self.rel_file, line=problem.line,
                 )
         for problem in scan.errors:
@@ -625,6 +625,7 @@ class _ImportScope:
         self._saved_modules: dict[str, types.ModuleType] = {}
         self._created: set[str] = set()
         self._added_path = False
+        self._appended: list[str] = []
 
     def __enter__(self) -> _ImportScope:
         root = self.workspace.root
@@ -647,6 +648,9 @@ class _ImportScope:
         if self._added_path:
             with contextlib.suppress(ValueError):
                 sys.path.remove(self.workspace.root)
+        for folder in self._appended:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
 
     def _is_workspace_module(self, module: Any) -> bool:
         file = getattr(module, "__file__", None)
@@ -690,6 +694,12 @@ class _ImportScope:
 
     def import_file(self, path: Path, source: str) -> types.ModuleType:
         name, parents = self.module_name(path)
+        # Script-style sibling imports (``from blocks import Block`` next to ``blocks.py``) work as
+        # they do under ``python models/net.py``; the folder goes last so that it shadows nothing.
+        folder = os.path.realpath(path.parent)
+        if folder != self.workspace.root and folder not in sys.path:
+            sys.path.append(folder)
+            self._appended.append(folder)
         for package, directory in parents:
             self._import_package(package, directory)
         is_package = path.name == "__init__.py"
