@@ -7,22 +7,23 @@ from torch import nn
 
 def test_int_kernel_max_pool_uses_the_window_volume(measure):
     # spec A.4: MaxPool2d(2) on (1, 4, 8, 8) → (1, 4, 4, 4), Ny = 64, k = 2² = 4 for all three
-    # FLOPs = MACs = 64·(4 − 1) = 192; DMAs = 4·64 + 64 = 320 (the reference had 64/64/320)
+    # FLOPs = 64·(4 − 1) = 192 comparisons, no multiply-accumulate (case P11: "max-pool has no
+    # MACs"); DMAs = 4·64 + 64 = 320 (the reference had 64/64/320)
     got = measure(nn.MaxPool2d(2), torch.randn(1, 4, 8, 8))
-    assert (got.flops, got.macs, got.dmas, got.rf) == (192, 192, 320, (2, 2, 0))
+    assert (got.flops, got.macs, got.dmas, got.rf) == (192, 0, 320, (2, 2, 0))
     assert got.warnings == []
 
 
 def test_tuple_kernel_gives_the_same_as_int(measure):
     got = measure(nn.MaxPool2d((2, 2)), torch.randn(1, 4, 8, 8))
-    assert (got.flops, got.macs, got.dmas) == (192, 192, 320)
+    assert (got.flops, got.macs, got.dmas) == (192, 0, 320)
 
 
 def test_max_pool_1d_and_dilation(measure):
     # MaxPool1d(3, stride=2) on (1, 2, 9): out (9 − 3)//2 + 1 = 4 → Ny = 8
-    # FLOPs = MACs = 8·2 = 16; DMAs = 3·8 + 8 = 32
+    # FLOPs = 8·2 = 16, MACs 0; DMAs = 3·8 + 8 = 32
     got = measure(nn.MaxPool1d(3, stride=2), torch.randn(1, 2, 9))
-    assert (got.flops, got.macs, got.dmas, got.rf) == (16, 16, 32, (3, 2, 0))
+    assert (got.flops, got.macs, got.dmas, got.rf) == (16, 0, 32, (3, 2, 0))
     # dilation 2 widens the window to 2·(3 − 1) + 1 = 5
     got = measure(nn.MaxPool2d(3, stride=1, padding=1, dilation=2), torch.randn(1, 1, 9, 9))
     assert got.rf == (5, 1, 1)
@@ -43,9 +44,9 @@ def test_adaptive_pool_divisible_equals_reference(measure):
     # DMAs 49·4 + 4 = 200; RF: one 7-wide window → (7, 7, 0)
     got = measure(nn.AdaptiveAvgPool2d(1), torch.randn(1, 4, 7, 7))
     assert (got.flops, got.macs, got.dmas, got.rf) == (200, 200, 200, (7, 7, 0))
-    # AdaptiveMaxPool2d(2) on (1, 1, 4, 4): windows 2×2; FLOPs 4·3 = 12; DMAs 16 + 4 = 20
+    # AdaptiveMaxPool2d(2) on (1, 1, 4, 4): windows 2×2; FLOPs 4·3 = 12, MACs 0; DMAs 16 + 4 = 20
     got = measure(nn.AdaptiveMaxPool2d(2), torch.randn(1, 1, 4, 4))
-    assert (got.flops, got.macs, got.dmas, got.rf) == (12, 12, 20, (2, 2, 0))
+    assert (got.flops, got.macs, got.dmas, got.rf) == (12, 0, 20, (2, 2, 0))
 
 
 def test_adaptive_pool_non_divisible_uses_exact_windows(measure):

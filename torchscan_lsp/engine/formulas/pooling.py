@@ -5,8 +5,10 @@ elements in one window: ``prod(kernel_size)`` for a tuple and ``kernel_size ** n
 (``nd`` = spatial dimensions of the class: 1, 2 or 3). The reference used the bare integer for FLOPs
 and MACs (``MaxPool2d(2)`` → ``k = 2``) but ``k**nd`` for DMAs; we use ``k**nd`` for all three.
 
-* Max pool: FLOPs = MACs = ``Ny·(k − 1)`` (``k − 1`` comparisons per output element; the reference
-  files comparisons under MACs too). DMAs ``k·Ny + Ny``: each output reads its window, then is written.
+* Max pool: FLOPs = ``Ny·(k − 1)`` (``k − 1`` comparisons per output element) and 0 MACs: a
+  comparison multiplies and accumulates nothing (the reference filed the comparisons under MACs too,
+  which made a max-pool look like a matmul). DMAs ``k·Ny + Ny``: each output reads its window, then
+  is written.
 * Average pool: FLOPs = MACs = ``Ny·(k − 1 + nd)`` (``k − 1`` adds and, following the reference, one
   more operation per spatial dimension for the division). DMAs ``k·Ny + Ny``.
 * RF ``(k_eff, s, p)`` of the first spatial axis, ``k_eff = d·(k − 1) + 1`` for max pools (which
@@ -19,7 +21,7 @@ multiple of ``o`` every window is ``i/o`` and this equals the reference's values
 reference's approximation (``i % o + 1`` per axis) is neither exact nor a bound (7 → 3 has windows
 of 3, the approximation says 2; 2 → 3 has windows of 1 and 2, it says 3), so we depart from it.
 
-* Adaptive max: FLOPs = MACs = ``W − Ny``; adaptive average: ``W − Ny + nd·Ny``. DMAs ``W + Ny``.
+* Adaptive max: FLOPs = ``W − Ny``, 0 MACs; adaptive average: ``W − Ny + nd·Ny``. DMAs ``W + Ny``.
 * RF of the first spatial axis: ``(largest window, i/o, 0)`` — windows start at 0 and end at ``i``,
   their starts advance by ``i/o`` on average (an int when ``o`` divides ``i``, else a float). The
   reference's ``p = (i − k·s)/2`` is not a padding (it gives −21 for a global pool over 7).
@@ -96,8 +98,8 @@ def flops_maxpoolnd(module: nn.modules.pooling._MaxPoolNd, inputs, out) -> int:
 
 
 def macs_maxpoolnd(module: nn.modules.pooling._MaxPoolNd, x, y, *, inputs=None) -> int:
-    """``Ny·(k − 1)``."""
-    return numel(y) * (window_volume(module) - 1)
+    """0: a max-pool only compares (see the module docstring)."""
+    return 0
 
 
 def flops_avgpoolnd(module: nn.modules.pooling._AvgPoolNd, inputs, out) -> int:
@@ -144,14 +146,14 @@ def _adaptive_totals(module: nn.Module, x, y) -> tuple[int, int, int]:
 
 
 def macs_adaptive_maxpoolnd(module, x, y, *, inputs=None) -> int:
-    """``W − Ny`` (``Ny·(prod(Ka) − 1)`` when every window has the same size ``Ka``)."""
-    windows, n_out, _ = _adaptive_totals(module, x, y)
-    return windows - n_out
+    """0: an adaptive max-pool only compares, like a fixed one."""
+    return 0
 
 
 def flops_adaptive_maxpoolnd(module, inputs, out) -> int:
-    """``W − Ny``."""
-    return macs_adaptive_maxpoolnd(module, input_tensor(inputs, module), output_tensor(out, module))
+    """``W − Ny``: each output compares its window's elements pairwise, one fewer than the window."""
+    windows, n_out, _ = _adaptive_totals(module, input_tensor(inputs, module), output_tensor(out, module))
+    return windows - n_out
 
 
 def macs_adaptive_avgpoolnd(module, x, y, *, inputs=None) -> int:
