@@ -296,3 +296,34 @@ def test_json_on_stdout_stays_pure_when_libraries_print(workspace):
     assert result["measurements"]["memory"]["device"] == "cpu"
     assert "raw bytes from the model" in process.stderr
     assert "a print from the model" in process.stderr
+
+
+def test_none_in_a_pragma_unsets_a_workspace_default(workspace, capsys):
+    (workspace / "pyproject.toml").write_text("[tool.torchscan-lsp]\ninput_shape = [3, 32, 32]\n", encoding="utf-8")
+    write(
+        workspace,
+        {
+            "net.py": """
+                import torch
+                import torch.nn as nn
+
+
+                # torchscan: input_shape=None
+                def with_inputs():
+                    return nn.Linear(4, 2), (torch.ones(1, 4),)
+
+
+                # torchscan:
+                def without_none():
+                    return nn.Linear(4, 2), (torch.ones(1, 4),)
+            """
+        },
+    )
+    code, out, err = scan(capsys, "net.py")
+    assert code == 1
+    assert "Total params: 10" in out  # with_inputs ran with its own inputs
+    assert err == (
+        "net.py:10: error: 'without_none' returns its own inputs, and input_shape=(3, 32, 32) is set "
+        "too; remove input_shape or return only the model (input_shape=None in the pragma overrides a "
+        "workspace default)\n"
+    )

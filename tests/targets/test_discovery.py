@@ -113,6 +113,13 @@ def test_pragma_with_the_server_options_and_an_empty_pragma():
     ]
 
 
+def test_none_unsets_an_option():
+    source = "# torchscan: input_shape=None, dtype=None\ndef f():\n    pass\n"
+    scan = find_targets(source)
+    assert scan.problems == []
+    assert scan.targets[0].options == {"input_shape": None, "dtype": None}
+
+
 def test_pragma_above_decorators_and_other_comment_lines():
     source = _src(
         """

@@ -159,11 +159,16 @@ _CHECKS = {
 
 
 def validate_option(name: str, value: Any) -> None:
-    """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it."""
+    """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it.
+
+    ``None`` is allowed for every option: it unsets a workspace default (``input_shape=None`` for a
+    factory that returns its own inputs in a project whose defaults set an input shape).
+    """
     check = _CHECKS.get(name)
     if check is None:
         raise OptionError(name, unknown_option_message(name))
-    check(value)
+    if value is not None:
+        check(value)
 
 
 def validate_options(options: dict[str, Any]) -> None:
@@ -177,7 +182,7 @@ def check_consistency(options: dict[str, Any]) -> None:
     """Raise :class:`OptionError` when two valid options contradict each other."""
     dtype = options.get("dtype")
     shape = options.get("input_shape")
-    if isinstance(dtype, (list, tuple)) and shape is not None:
+    if isinstance(dtype, (list, tuple)) and isinstance(shape, (list, tuple)):
         n_inputs = len(shape) if isinstance(shape, list) else 1
         if len(dtype) != n_inputs:
             raise OptionError(

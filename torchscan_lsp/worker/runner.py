@@ -352,8 +352,8 @@ class _Job:
         if provided and shape is not None:
             raise self._options_error(
                 f"'{self.target_name}' returns its own inputs, and input_shape={_literal(shape)} is "
-                "set too (in the pragma or the workspace defaults); remove input_shape or return "
-                "only the model"
+                "set too; remove input_shape or return only the model (input_shape=None in the "
+                "pragma overrides a workspace default)"
             )
         if not provided and shape is None:
             raise self._options_error(
@@ -365,7 +365,8 @@ class _Job:
             raise self._options_error(
                 f"dtype={_literal(options['dtype'])} applies only to inputs generated from "
                 f"input_shape, but '{self.target_name}' returns its own inputs; remove dtype and "
-                "cast the inputs in the factory"
+                "cast the inputs in the factory (dtype=None in the pragma overrides a workspace "
+                "default)"
             )
         device = options.get("device")
         if device is not None:
