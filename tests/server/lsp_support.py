@@ -201,6 +201,39 @@ MODELS = {
         def build_small():
             return nn.Linear(4, 2)
     ''',
+    "blocks.py": '''
+        import torch.nn as nn
+
+
+        class Pair(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.b(self.a(x))
+    ''',
+    "uses_blocks.py": '''
+        import torch.nn as nn
+        from blocks import Pair
+
+
+        # torchscan: input_shape=(4,)
+        def build_pairs():
+            return nn.Sequential(Pair(), Pair())
+    ''',
+    "slow.py": '''
+        import time
+
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        def build_slow():
+            time.sleep(90)
+            return nn.Linear(4, 2)
+    ''',
     "pragma_edit.py": '''
         import torch.nn as nn
 

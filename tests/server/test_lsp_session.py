@@ -213,3 +213,38 @@ async def test_reanalyse_runs_again(client):
     assert await client.status.wait(uri, {"running"}, since)
     state, _ = await client.status.wait(uri, {"done", "failed"}, since)
     assert state == "done"
+
+
+async def test_hints_in_an_imported_workspace_file(client):
+    blocks = client.root / "blocks.py"
+    blocks_uri = lsp.open_document(client, blocks)   # open first: hints arrive after its refresh
+    path = client.root / "uses_blocks.py"
+    uri = await analysed(client, client.status, path)
+    # Linear(4, 4): 4·4 + 4 = 20 parameters, FLOPs 4·(2·4 − 1) + 4 = 32. Two Pair instances:
+    # line "self.a =" built 0.a and 1.a → 40 parameters, 64 FLOPs; each Pair holds 40 and 64,
+    # so the factory line built 80 parameters and 128 FLOPs.
+    in_blocks = labels_by_line(await hints(client, blocks_uri))
+    assert in_blocks[line_of(blocks, "self.a =")] == ["×2 · 40 params · 64 FLOPs"]
+    assert in_blocks[line_of(blocks, "self.b =")] == ["×2 · 40 params · 64 FLOPs"]
+    assert in_blocks[line_of(blocks, "return self.b(self.a(x))")] == ["→ (1, 4)"]
+    in_factory = labels_by_line(await hints(client, uri))
+    assert in_factory[line_of(path, "return nn.Sequential")] == ["×2 · 80 params · 128 FLOPs"]
+    assert in_factory[line_of(path, "def build_pairs")] == ["80 params · 64 MACs · 128 FLOPs"]  # MACs 2·2·16
+
+
+async def test_cancelling_the_progress_stops_the_job(client):
+    path = client.root / "slow.py"
+    since = client.status.mark()
+    uri = lsp.open_document(client, path)
+    await client.status.wait(uri, {"running"}, since)
+    token = None
+    for _ in range(200):
+        token = next((t for t, reports in client.progress_reports.items()
+                      if any("build_slow" in (getattr(r, "message", None) or "") for r in reports)), None)
+        if token is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert token is not None
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    state, _ = await client.status.wait(uri, {"idle", "done", "failed"}, since)
+    assert state == "idle"   # stopped long before the factory's 90 s sleep, with no result
