@@ -1,0 +1,314 @@
+"""Cost of ``crawl_module`` against a plain ``no_grad`` forward of the same model (issue 2, Speed).
+
+Three models, one thread (``torch.set_num_threads(1)``):
+
+* ``resnet50``: a ResNet-50 (Bottleneck blocks 3-4-6-3, as torchvision's) at 224x224;
+* ``gpt2``: GPT-2 small (12 layers, 768 wide, 12 heads) built by ``transformers`` from a config with
+  random weights, on 128 tokens with an attention mask;
+* ``mobilenet``: a MobileNetV3-small (inverted residuals, squeeze-excitation, hardswish) at
+  224x224: many small operators, so per-call overhead is visible.
+
+For each model the plain forward, the full analysis (structure, module formulas and operator FLOPs
+in one pass), structure mode and, for reference, PyTorch's ``FlopCounterMode`` alone run
+interleaved, round after round, in one process; the ratios of their median times to the plain
+forward's are printed beside the limits of issue 2. Peak resident memory is measured in child
+processes (one per model and mode; the peak is reset after the model is built) and printed as the
+growth over the resident size before the call.
+
+Run: ``python benchmarks/engine_overhead.py`` (``--quick`` for fewer rounds, ``--check`` to exit 1
+when a ratio is over its limit, ``--models mobilenet,resnet50`` to choose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+from torch import nn
+
+#: Issue 2's limits: (full, structure) as a multiple of the plain forward.
+LIMITS = {"resnet50": (1.3, 1.1), "gpt2": (1.2, 1.1), "mobilenet": (4.5, 1.6)}
+ROUNDS = {"resnet50": 9, "gpt2": 7, "mobilenet": 41}
+
+
+# --------------------------------------------------------------------------------------------------
+# models
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    def __init__(self, layers: tuple[int, ...] = (3, 4, 6, 3), num_classes: int = 1000) -> None:
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layer1 = self._stage(64, layers[0])
+        self.layer2 = self._stage(128, layers[1], 2)
+        self.layer3 = self._stage(256, layers[2], 2)
+        self.layer4 = self._stage(512, layers[3], 2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(2048, num_classes)
+
+    def _stage(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes * 4:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4)
+            )
+        layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes * 4
+        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class SqueezeExcitation(nn.Module):
+    def __init__(self, channels: int, squeeze: int) -> None:
+        super().__init__()
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+        self.relu = nn.ReLU()
+        self.scale = nn.Hardsigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale(self.fc2(self.relu(self.fc1(self.avgpool(x))))) * x
+
+
+def conv_bn(cin: int, cout: int, kernel: int, stride: int, groups: int = 1, act: type | None = nn.Hardswish) -> nn.Sequential:
+    layers: list[nn.Module] = [
+        nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin: int, kernel: int, expanded: int, cout: int, se: bool, act: type, stride: int) -> None:
+        super().__init__()
+        self.use_residual = stride == 1 and cin == cout
+        layers: list[nn.Module] = []
+        if expanded != cin:
+            layers.append(conv_bn(cin, expanded, 1, 1, act=act))
+        layers.append(conv_bn(expanded, expanded, kernel, stride, groups=expanded, act=act))
+        if se:
+            layers.append(SqueezeExcitation(expanded, max(8, expanded // 4)))
+        layers.append(conv_bn(expanded, cout, 1, 1, act=None))
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.block(x)
+        return out + x if self.use_residual else out
+
+
+class MobileNetV3Small(nn.Module):
+    # (in, kernel, expanded, out, squeeze-excitation, activation, stride), as torchvision's
+    CONFIG = [
+        (16, 3, 16, 16, True, "RE", 2), (16, 3, 72, 24, False, "RE", 2), (24, 3, 88, 24, False, "RE", 1),
+        (24, 5, 96, 40, True, "HS", 2), (40, 5, 240, 40, True, "HS", 1), (40, 5, 240, 40, True, "HS", 1),
+        (40, 5, 120, 48, True, "HS", 1), (48, 5, 144, 48, True, "HS", 1), (48, 5, 288, 96, True, "HS", 2),
+        (96, 5, 576, 96, True, "HS", 1), (96, 5, 576, 96, True, "HS", 1),
+    ]
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn(3, 16, 3, 2)]
+        for cin, kernel, expanded, cout, se, act, stride in self.CONFIG:
+            layers.append(
+                InvertedResidual(cin, kernel, expanded, cout, se, nn.ReLU if act == "RE" else nn.Hardswish, stride)
+            )
+        layers.append(conv_bn(96, 576, 1, 1))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(
+            nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(1024, num_classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+def build(name: str) -> tuple[nn.Module, tuple, dict]:
+    """The model (in evaluation mode) and the positional and keyword values of its call."""
+    torch.manual_seed(0)
+    if name == "resnet50":
+        return ResNet50().eval(), (torch.rand(1, 3, 224, 224),), {}
+    if name == "mobilenet":
+        return MobileNetV3Small().eval(), (torch.rand(1, 3, 224, 224),), {}
+    if name == "gpt2":
+        from transformers import GPT2Config, GPT2Model
+
+        config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
+        model = GPT2Model(config).eval()
+        ids = torch.randint(0, config.vocab_size, (1, 128))
+        return model, (), {"input_ids": ids, "attention_mask": torch.ones(1, 128, dtype=torch.long)}
+    raise ValueError(f"unknown model {name!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# measurements
+
+
+def workloads(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from torchscan_lsp import crawl_module
+
+    def plain() -> None:
+        with torch.no_grad():
+            model(*args, **kwargs)
+
+    def full() -> None:
+        crawl_module(model, args=args, kwargs=kwargs)
+
+    def structure() -> None:
+        crawl_module(model, args=args, kwargs=kwargs, mode="structure")
+
+    def flop_counter_mode() -> None:
+        with torch.no_grad(), FlopCounterMode(display=False):
+            model(*args, **kwargs)
+
+    return {"plain": plain, "full": full, "structure": structure, "FlopCounterMode": flop_counter_mode}
+
+
+def time_interleaved(name: str, rounds: int) -> dict[str, float]:
+    model, args, kwargs = build(name)
+    runs = workloads(model, args, kwargs)
+    for fn in runs.values():  # warm-up: first calls pay one-time costs
+        fn()
+    times: dict[str, list[float]] = {key: [] for key in runs}
+    keys = list(runs)
+    for index in range(rounds):
+        order = keys if index % 2 == 0 else keys[::-1]  # alternate the order to cancel drift
+        for key in order:
+            start = time.perf_counter()
+            runs[key]()
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_child(name: str, mode: str) -> None:
+    """Child process: build, warm up once, reset the peak, run once, print the growth in KiB."""
+    torch.set_num_threads(1)
+    model, args, kwargs = build(name)
+    fn = workloads(model, args, kwargs)[mode]
+    fn()
+    before = _status_kib("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # reset VmHWM to the current RSS
+        reset = True
+    except OSError:
+        reset = False
+    fn()
+    peak = _status_kib("VmHWM")
+    print(json.dumps({"before_kib": before, "peak_kib": peak, "reset": reset}))
+
+
+def rss_growth(name: str, mode: str) -> int | None:
+    result = subprocess.run(
+        [sys.executable, __file__, "--rss", name, mode], capture_output=True, text=True, check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    if result.returncode != 0:
+        return None
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    if not data["reset"] or data["before_kib"] is None or data["peak_kib"] is None:
+        return None
+    return data["peak_kib"] - data["before_kib"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="resnet50,gpt2,mobilenet")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a ratio is over its limit")
+    parser.add_argument("--no-rss", action="store_true", help="skip the peak-memory child processes")
+    parser.add_argument("--rss", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.rss:
+        rss_child(*options.rss)
+        return 0
+
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, interleaved rounds, median times")
+    over = []
+    for name in options.models.split(","):
+        try:
+            build(name)
+        except ImportError as exc:
+            print(f"{name}: skipped ({exc})")
+            continue
+        rounds = max(3, ROUNDS[name] // 3) if options.quick else ROUNDS[name]
+        medians = time_interleaved(name, rounds)
+        plain = medians["plain"]
+        limit_full, limit_structure = LIMITS[name]
+        print(f"\n{name} ({rounds} rounds): plain forward {1e3 * plain:.1f} ms")
+        for key, limit in (("full", limit_full), ("structure", limit_structure), ("FlopCounterMode", None)):
+            ratio = medians[key] / plain
+            verdict = "" if limit is None else (f"  limit {limit:.2f}x  " + ("ok" if ratio <= limit else "OVER"))
+            if limit is not None and ratio > limit:
+                over.append(f"{name} {key}")
+            print(f"  {key:<16} {1e3 * medians[key]:8.1f} ms  {ratio:5.2f}x{verdict}")
+        if not options.no_rss:
+            growth = {mode: rss_growth(name, mode) for mode in ("plain", "full", "structure")}
+            text = ", ".join(
+                f"{mode} +{value / 1024:.1f} MiB" if value is not None else f"{mode} n/a"
+                for mode, value in growth.items()
+            )
+            print(f"  peak RSS growth during one call: {text}")
+    if over:
+        print(f"\nover the limit: {', '.join(over)}")
+    return 1 if over and options.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

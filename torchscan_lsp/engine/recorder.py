@@ -1,0 +1,314 @@
+"""Hook recording: one layer record per module call, from global module hooks.
+
+The crawler installs PyTorch's *global* forward hooks (``register_module_forward_pre_hook`` /
+``register_module_forward_hook``) and filters them to the analysed model's own modules. Per-module
+hooks would switch fused fast paths off (``nn.TransformerEncoderLayer`` checks its children for
+hooks) and are refused by ScriptModules; global hooks change neither.
+
+:class:`CallRecorder` holds everything one crawl records: the layer records, per-module call
+counters, the tensors already counted in parameter statistics, the active module labels (used by the
+operator counter to attribute FLOPs to modules) and the module diagnostics.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module_mod
+
+from torchscan_lsp.engine.inputs import call_meta, value_meta
+from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
+
+__all__ = ["Target", "CallRecorder", "hook_targets", "install_hooks", "remove_hooks"]
+
+
+class Target:
+    """What the crawler knows about one module of the model before the forward runs."""
+
+    __slots__ = ("path", "name", "depth", "type", "recurse", "leaf", "script", "label", "hooked")
+
+    def __init__(
+        self, path: str, name: str, depth: int, type: str, recurse: bool, leaf: bool, script: bool,
+        label: str, hooked: bool,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.depth = depth
+        self.type = type
+        self.recurse = recurse  # parameter statistics include submodules' tensors
+        self.leaf = leaf  # a metric leaf: module formulas are evaluated for its calls
+        self.script = script  # a ScriptModule: opaque to hooks and formulas, statistics recursive
+        self.label = label  # FlopCounterMode-style label for by_module attribution
+        self.hooked = hooked  # its calls become layer records
+
+    def __repr__(self) -> str:
+        return f"Target(path={self.path!r}, type={self.type!r}, leaf={self.leaf}, hooked={self.hooked})"
+
+
+def _is_script(module: nn.Module) -> bool:
+    return isinstance(module, torch.jit.ScriptModule)
+
+
+def hook_targets(root: nn.Module, named: list[tuple[str, nn.Module]] | None = None) -> dict[int, Target]:
+    """Every module of ``root`` keyed by ``id``, with its identity, label and role.
+
+    Modules appear once (shared ones under their first name). All are *hooked* (their calls become
+    layer records) except the descendants of an ``nn.Transformer`` root, which is measured as one
+    unit; they still carry their label for operator attribution.
+    """
+    transformer_root = isinstance(root, nn.Transformer)
+    base = type(root).__name__
+    targets: dict[int, Target] = {}
+    for path, module in root.named_modules() if named is None else named:
+        is_root = not path
+        script = _is_script(module)
+        recurse = isinstance(module, nn.MultiheadAttention) or (is_root and transformer_root)
+        has_children = any(child is not None for child in module._modules.values())
+        targets[id(module)] = Target(
+            path,
+            base.lower() if is_root else path.rsplit(".", 1)[-1],
+            0 if is_root else path.count(".") + 1,
+            type(module).__name__,
+            recurse or script,
+            (recurse or not has_children) and not script,
+            script,
+            f"{base}.{path}" if path else base,
+            is_root or not transformer_root,
+        )
+    return targets
+
+
+_CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_HOOK)
+
+#: ``evaluate(module, target, args, kwargs, output, record, diagnostics)``: module metrics of one call.
+Evaluator = Callable[[nn.Module, Target, tuple, dict, Any, dict, list], None]
+#: ``fail(target, record, exc, diagnostics)``: the call raised before returning.
+FailureHandler = Callable[[Target, dict, "BaseException | None", list], None]
+
+
+class CallRecorder:
+    """Records module calls of one crawl; its hooks are installed with :func:`install_hooks`.
+
+    Args:
+        root: the analysed model.
+        evaluate: called in the forward hook of every metric-leaf call (``None`` in structure mode).
+        on_failure: called for a metric-leaf call that raised (an exception caught by a parent).
+        counter: the operator counter to pause while ``evaluate`` runs, if any (may be set later).
+    """
+
+    def __init__(
+        self,
+        root: nn.Module,
+        *,
+        evaluate: Evaluator | None = None,
+        on_failure: FailureHandler | None = None,
+        counter: Any = None,
+        named: list[tuple[str, nn.Module]] | None = None,
+    ) -> None:
+        self.targets = hook_targets(root, named)
+        self.layers: list[dict[str, Any]] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.parents: set[str] = {"Global"}  # active module labels, read by the operator counter
+        self.counter = counter
+        self._active: dict[str, int] = {}
+        self._calls: dict[int, int] = {}
+        self._stacks: dict[int, list[tuple[int, tuple]]] = {}
+        self._seen: set[int] = set()
+        self._evaluate = evaluate
+        self._on_failure = on_failure
+        self._thread = threading.get_ident()
+
+    # ---------------------------------------------------------------------------------- statistics
+
+    def _tensor_stats(self, tensors: Any) -> tuple[int, int, int, bool]:
+        trainable = frozen = nbytes = 0
+        shared = False
+        seen = self._seen
+        for tensor in tensors:
+            if tensor is None:
+                continue
+            key = id(tensor)
+            if key in seen:
+                shared = True
+                continue
+            seen.add(key)
+            numel = tensor.numel()
+            nbytes += numel * tensor.element_size()
+            if tensor.requires_grad:
+                trainable += numel
+            else:
+                frozen += numel
+        return trainable, frozen, nbytes, shared
+
+    def _stats(self, module: nn.Module, recurse: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        if recurse:
+            params: Any = module.parameters()
+            buffers: Any = module.buffers()
+        else:
+            params = module._parameters
+            buffers = module._buffers
+            params = params.values() if params else ()
+            buffers = buffers.values() if buffers else ()
+        if params:
+            trainable, frozen, pbytes, pshared = self._tensor_stats(params)
+        else:
+            trainable = frozen = pbytes = 0
+            pshared = False
+        if buffers:
+            b_train, b_frozen, bbytes, bshared = self._tensor_stats(buffers)
+            elements = b_train + b_frozen
+        else:
+            elements = bbytes = 0
+            bshared = False
+        return (
+            {"trainable": trainable, "frozen": frozen, "bytes": pbytes, "shared": pshared},
+            {"elements": elements, "bytes": bbytes, "shared": bshared},
+        )
+
+    def _add_descendant_stats(self, module: nn.Module, record: dict[str, Any]) -> None:
+        """Count the not yet counted tensors of a container measured as one unit in its record."""
+        seen = self._seen
+        params, buffers = record["parameters"], record["buffers"]
+        for tensor in module.parameters():
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                numel = tensor.numel()
+                params["trainable" if tensor.requires_grad else "frozen"] += numel
+                params["bytes"] += numel * tensor.element_size()
+        for tensor in module.buffers():
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                buffers["elements"] += tensor.numel()
+                buffers["bytes"] += tensor.numel() * tensor.element_size()
+
+    # --------------------------------------------------------------------------------------- hooks
+
+    def pre_hook(self, module: nn.Module, args: tuple) -> None:
+        key = id(module)
+        target = self.targets.get(key)
+        if target is None or threading.get_ident() != self._thread:
+            return
+        label = target.label
+        depth = self._active.get(label, 0)
+        self._active[label] = depth + 1
+        if not depth:
+            self.parents.add(label)
+        if not target.hooked:
+            return
+        call_index = self._calls.get(key, 0)
+        self._calls[key] = call_index + 1
+        parameters, buffers = self._stats(module, target.recurse)
+        layers = self.layers
+        stack = self._stacks.get(key)
+        if stack is None:
+            stack = self._stacks[key] = []
+        stack.append((len(layers), args))
+        layers.append(
+            {
+                "path": target.path,
+                "call_index": call_index,
+                "name": target.name,
+                "depth": target.depth,
+                "type": target.type,
+                "input": call_meta(args, {}),
+                "output": {"kind": "pending"},
+                "parameters": parameters,
+                "buffers": buffers,
+                "metrics": {"calls": _CALLS.copy()},
+            }
+        )
+
+    def post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
+        # Called as (module, args, kwargs, output) after a normal return, and as
+        # (module, args, result) by PyTorch's always-call path when the forward raised.
+        key = id(module)
+        target = self.targets.get(key)
+        if target is None or threading.get_ident() != self._thread:
+            return
+        label = target.label
+        depth = self._active.get(label, 0) - 1
+        if depth > 0:
+            self._active[label] = depth
+        else:
+            self._active.pop(label, None)
+            self.parents.discard(label)
+        stack = self._stacks.get(key)
+        if not stack:
+            return
+        index, pre_args = stack.pop()
+        record = self.layers[index]
+        if len(rest) != 2:  # the call raised (and a parent caught the exception)
+            if self._on_failure is not None and (target.leaf or target.script):
+                self._on_failure(target, record, sys.exc_info()[1], self.diagnostics)
+            return
+        kwargs, output = rest
+        if args is not pre_args:
+            record["input"] = call_meta(args, kwargs)
+        elif kwargs:
+            record["input"]["kwargs"] = {name: value_meta(value) for name, value in kwargs.items()}
+        record["output"] = value_meta(output)
+        if self._evaluate is None:
+            return
+        if not (target.leaf or target.script):
+            if len(self.layers) != index + 1:
+                return  # a container whose children ran: they carry the metrics
+            # None of its children ran: a fused fast path (TransformerEncoderLayer, ...) or work
+            # written in the container's own forward. Measure the call as one unit.
+            self._add_descendant_stats(module, record)
+        counter = self.counter
+        if counter is None:
+            self._evaluate(module, target, args, kwargs, output, record, self.diagnostics)
+            return
+        counter.pause()  # formula work is never seen by the operator counter
+        try:
+            self._evaluate(module, target, args, kwargs, output, record, self.diagnostics)
+        finally:
+            counter.resume()
+
+
+def _global_hooks_take_kwargs() -> bool:
+    try:
+        params = inspect.signature(_module_mod.register_module_forward_hook).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+    return "with_kwargs" in params and "always_call" in params
+
+
+def remove_hooks(handles: list[Any]) -> None:
+    """Remove hooks installed by :func:`install_hooks`, leaving PyTorch's hook tables as they were."""
+    with_kwargs = getattr(_module_mod, "_global_forward_hooks_with_kwargs", None)
+    for handle in handles:
+        handle.remove()
+        if with_kwargs is not None:
+            # RemovableHandle forgets this table (PyTorch 2.x): drop our entry ourselves
+            with_kwargs.pop(handle.id, None)
+
+
+def install_hooks(root: nn.Module, recorder: CallRecorder) -> list[Any]:
+    """Install the recorder's hooks and return their handles (give them to :func:`remove_hooks`).
+
+    Global hooks where PyTorch supports them with keyword arguments; otherwise per-module hooks on
+    every module except ScriptModules (which refuse them).
+    """
+    handles: list[Any] = []
+    try:
+        if _global_hooks_take_kwargs():
+            handles.append(_module_mod.register_module_forward_pre_hook(recorder.pre_hook))
+            handles.append(
+                _module_mod.register_module_forward_hook(recorder.post_hook, with_kwargs=True, always_call=True)
+            )
+            return handles
+        for module in root.modules():  # pragma: no cover - PyTorch without kwargs in global hooks
+            if _is_script(module):
+                continue
+            handles.append(module.register_forward_pre_hook(recorder.pre_hook))
+            handles.append(module.register_forward_hook(recorder.post_hook, with_kwargs=True))
+    except BaseException:
+        remove_hooks(handles)
+        raise
+    return handles

@@ -1,0 +1,229 @@
+"""The text table that ``summary`` prints, built only from an :class:`AnalysisReport`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+__all__ = [
+    "HEADERS",
+    "MAX_WIDTHS",
+    "format_name",
+    "wrap_string",
+    "unit_scale",
+    "format_s",
+    "format_line_str",
+    "format_info",
+    "aggregate_info",
+]
+
+HEADERS = (
+    "Layer",
+    "Type",
+    "Output Shape",
+    "Param #",
+    "Trainable",
+    "Receptive field",
+    "Effective stride",
+    "Effective padding",
+)
+MAX_WIDTHS = (27, 20, 25, 15, 9, 15, 16, 17)
+_SEPARATOR = "    "
+_TOTAL_LINES = (
+    ("module_flops", "Module-formula forward FLOPs", "FLOPs"),
+    ("macs", "Multiply-Accumulations", "MACs"),
+    ("dmas", "Direct memory accesses", "DMAs"),
+)
+
+
+def format_name(name: str, depth: int = 0) -> str:
+    """Tree-formatted layer name: ``name``, ``├─name``, then ``|    `` per extra level and ``└─name``."""
+    if depth == 0:
+        return name
+    if depth == 1:
+        return f"├─{name}"
+    return f"{'|    ' * (depth - 1)}└─{name}"
+
+
+def wrap_string(s: str, max_len: int, delimiter: str = ".", wrap: str = "[...]", mode: str | None = "end") -> str:
+    """Shorten ``s`` to ``max_len`` characters, cutting its end or its middle (keeping the last part)."""
+    if mode is None or len(s) <= max_len:
+        return s
+    if mode == "end":
+        return s[: max_len - len(wrap)] + wrap
+    if mode == "mid":
+        tail = s.split(delimiter)[-1]
+        return s[: max_len - len(wrap + delimiter + tail)] + wrap + delimiter + tail
+    raise ValueError(f"mode must be 'end', 'mid' or None, got {mode!r}.")
+
+
+def unit_scale(val: float) -> tuple[float, str]:
+    """Scale ``val`` to the largest of T, G, M, k that keeps it at least 1, with that prefix."""
+    if val // 1e12 > 0:
+        return val / 1e12, "T"
+    if val // 1e9 > 0:
+        return val / 1e9, "G"
+    if val // 1e6 > 0:
+        return val / 1e6, "M"
+    if val // 1e3 > 0:
+        return val / 1e3, "k"
+    return val, ""
+
+
+def format_s(f_string: str, min_w: int | None = None, max_w: int | None = None) -> str:
+    """Left-justify to ``min_w`` and truncate to ``max_w`` (each when it is an int)."""
+    if isinstance(min_w, int):
+        f_string = f"{f_string:<{min_w}}"
+    if isinstance(max_w, int):
+        f_string = f_string[:max_w]
+    return f_string
+
+
+def _meta_text(meta: dict[str, Any] | None) -> str:
+    if not isinstance(meta, dict):
+        return "object"
+    kind = meta.get("kind")
+    if kind == "tensor":
+        shape = meta.get("shape")
+        return str(tuple(shape)) if isinstance(shape, list) else "tensor"
+    if kind == "tuple":
+        return f"({', '.join(_meta_text(item) for item in meta.get('items', []))})"
+    if kind == "list":
+        return f"[{', '.join(_meta_text(item) for item in meta.get('items', []))}]"
+    if kind == "mapping":
+        return "{" + ", ".join(_meta_text(entry.get("value")) for entry in meta.get("items", [])) + "}"
+    return str(kind)
+
+
+def _rf_text(layer: dict[str, Any], name: str) -> str:
+    metric = layer.get("metrics", {}).get(name)
+    if not metric:
+        return "?"
+    value = metric.get("value") if metric.get("status") == "complete" else metric.get("known_value")
+    if value is None:
+        return "?"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.0f}"
+    return str(value)
+
+
+def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> list[str]:
+    params = layer.get("parameters", {})
+    buffers = layer.get("buffers", {})
+    trainable = int(params.get("trainable", 0))
+    frozen = int(params.get("frozen", 0))
+    count = trainable + frozen + int(buffers.get("elements", 0))
+    if trainable + frozen == 0:
+        train_text = "-"
+    else:
+        train_text = str(trainable > 0)
+    name = wrap_string(format_name(layer.get("name", ""), layer.get("depth", 0)), layer_width + 3, mode=wrap_mode)
+    return [
+        name,
+        str(layer.get("type", "")),
+        _meta_text(layer.get("output")),
+        f"{count:,}",
+        train_text,
+        _rf_text(layer, "receptive_field"),
+        _rf_text(layer, "effective_stride"),
+        _rf_text(layer, "effective_padding"),
+    ]
+
+
+def _ncols(receptive_field: bool, effective_rf_stats: bool) -> int:
+    if receptive_field and effective_rf_stats:
+        return 8
+    return 6 if receptive_field else 5
+
+
+def format_line_str(
+    layer: dict[str, Any],
+    col_w: list[int] | tuple[int, ...] | None = None,
+    wrap_mode: str | None = "mid",
+    receptive_field: bool = False,
+    effective_rf_stats: bool = False,
+) -> list[str]:
+    """The cells of one layer row, each left-justified and truncated to its column width."""
+    widths = list(col_w) if col_w is not None else list(MAX_WIDTHS)
+    cells = _cells(layer, wrap_mode, widths[0])
+    cells[2] = wrap_string(cells[2], widths[2], mode="end")
+    ncols = _ncols(receptive_field, effective_rf_stats)
+    return [format_s(cell, widths[i], widths[i]) for i, cell in enumerate(cells[:ncols])]
+
+
+def _total_text(label: str, metric: dict[str, Any] | None, unit: str) -> str:
+    if not metric:
+        return f"{label}: unavailable"
+    partial = metric.get("status") != "complete"
+    value = metric.get("known_value") if partial else metric.get("value")
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{label}: unavailable"
+    scaled, prefix = unit_scale(value)
+    return f"{label}: {'known ' if partial else ''}{scaled:.2f} {prefix}{unit}"
+
+
+def _value(totals: dict[str, Any], name: str) -> int:
+    metric = totals.get(name) or {}
+    value = metric.get("value")
+    if value is None:
+        value = metric.get("known_value")
+    return int(value or 0)
+
+
+def format_info(
+    module_info: dict[str, Any],
+    wrap_mode: str | None = "mid",
+    receptive_field: bool = False,
+    effective_rf_stats: bool = False,
+) -> str:
+    """Render a report (as returned by ``crawl_module`` or ``aggregate_info``) as the summary table."""
+    layers = module_info.get("layers", [])
+    ncols = _ncols(receptive_field, effective_rf_stats)
+    widths = [len(header) for header in HEADERS]
+    for layer in layers:
+        cells = _cells(layer, wrap_mode, MAX_WIDTHS[0])
+        widths = [max(width, len(cell)) for width, cell in zip(widths, cells)]
+    widths = [min(width, cap) for width, cap in zip(widths, MAX_WIDTHS)][:ncols]
+    line_length = sum(widths) + len(_SEPARATOR) * (ncols - 1)
+
+    lines = ["_" * line_length]
+    lines.append(_SEPARATOR.join(format_s(header, widths[i]) for i, header in enumerate(HEADERS[:ncols])))
+    lines.append("=" * line_length)
+    full_widths = widths + list(MAX_WIDTHS[ncols:])
+    for layer in layers:
+        row = format_line_str(layer, full_widths, wrap_mode, receptive_field, effective_rf_stats)
+        lines.append(_SEPARATOR.join(row))
+    lines.append("=" * line_length)
+
+    totals = module_info.get("totals", {})
+    trainable = _value(totals, "trainable_parameters")
+    frozen = _value(totals, "frozen_parameters")
+    total_params = _value(totals, "parameters") if "parameters" in totals else trainable + frozen
+    lines.append(f"Trainable params: {trainable:,}")
+    lines.append(f"Non-trainable params: {frozen:,}")
+    lines.append(f"Total params: {total_params:,}")
+    lines.append("-" * line_length)
+    size = (_value(totals, "parameter_bytes") + _value(totals, "buffer_bytes")) / 1024**2
+    lines.append(f"Model size (params + buffers): {size:.2f} Mb")
+    lines.append("-" * line_length)
+    for name, label, unit in _TOTAL_LINES:
+        lines.append(_total_text(label, totals.get(name), unit))
+    if "operator_flops" in totals:
+        lines.append(_total_text("Operator forward FLOPs", totals.get("operator_flops"), "FLOPs"))
+    diagnostics = module_info.get("diagnostics") or []
+    if diagnostics:
+        lines.append(f"Diagnostics: {len(diagnostics)} (inspect report['diagnostics'])")
+    lines.append("_" * line_length)
+    return "\n".join(lines)
+
+
+def aggregate_info(info: dict[str, Any], max_depth: int) -> dict[str, Any]:
+    """A deep copy of the report keeping only layers with ``depth <= max_depth``."""
+    if max_depth < 0:
+        raise ValueError(f"max_depth must be non-negative, got {max_depth}.")
+    layers = info.get("layers", [])
+    if layers and not any(layer.get("depth") == max_depth for layer in layers):
+        raise ValueError("The `max_depth` argument cannot be higher than module depth.")
+    result = copy.deepcopy(info)
+    result["layers"] = [layer for layer in result.get("layers", []) if layer.get("depth", 0) <= max_depth]
+    return result
