@@ -74,3 +74,12 @@ def test_missing_path_exits_two(workspace):
     code, lines, stderr = _check(workspace, "nowhere.py")
     assert code == 2 and lines == []
     assert "nowhere.py" in stderr
+
+
+def test_broken_workspace_defaults_are_reported_on_each_target(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchscan-lsp]\ncolour = 'red'\n", encoding="utf-8")
+    (tmp_path / "conv.py").write_text(textwrap.dedent(FILES["conv.py"]).lstrip("\n"), encoding="utf-8")
+    code, lines, _ = _check(tmp_path, "conv.py", "--no-hints")
+    assert code == 1
+    errors = [line for line in lines if line.startswith("conv.py:5:1: error: build_conv: pyproject.toml:2: ")]
+    assert len(errors) == 1 and "colour" in errors[0], lines

@@ -100,7 +100,7 @@ async def check(files: list[Path], root: Path, *, python: str | None, timeout: f
         lines = Lines(document.text, len)
         states = analyzer.store.states_for_file(document.root, rel)
         entries = []
-        for d in build_diagnostics(rel, lines, document.problems, states):
+        for d in build_diagnostics(rel, lines, document.problems, states, analyzer.config_error(str(root))):
             errors += d.severity == types.DiagnosticSeverity.Error
             entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
         if hints:

@@ -79,6 +79,7 @@ class Analyzer:
         self.cache = ResultCache()
         self.scheduler = Scheduler(self.settings.maxWorkers)
         self._defaults: dict[str, dict] = {}
+        self.config_errors: dict[str, Any] = {}
 
     @property
     def may_execute(self) -> bool:
@@ -88,15 +89,20 @@ class Analyzer:
     def workspace_defaults(self, root: str) -> dict:
         """Target option defaults from ``root``'s ``pyproject.toml`` (``[tool.torchscan-lsp]``)."""
         if root not in self._defaults:
-            try:
-                from torchscan_lsp.targets import load_workspace_defaults
+            from torchscan_lsp.targets import WorkspaceConfigError, load_workspace_defaults
 
-                defaults = load_workspace_defaults(root)
-                self._defaults[root] = dict(getattr(defaults, "options", defaults) or {})
-            except Exception as error:  # a broken pyproject must not stop the server
-                log.warning("could not read [tool.torchscan-lsp] in %s: %s", root, error)
+            self.config_errors.pop(root, None)
+            try:
+                self._defaults[root] = dict(load_workspace_defaults(root))
+            except WorkspaceConfigError as error:  # reported on every target, never fatal
+                self.config_errors[root] = error
                 self._defaults[root] = {}
         return self._defaults[root]
+
+    def config_error(self, root: str) -> Any | None:
+        """The error of ``root``'s ``[tool.torchscan-lsp]`` table (``.message``, ``.line``), if any."""
+        self.workspace_defaults(root)
+        return self.config_errors.get(root)
 
     def forget_workspace_defaults(self) -> None:
         """Re-read pyproject defaults on next use (after ``pyproject.toml`` changed)."""

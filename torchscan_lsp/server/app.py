@@ -150,11 +150,16 @@ class TorchscanServer(LanguageServer):
             self.progress.send_status(from_fs_path(str(Path(root, rel))), own)
         self.refresh_views()
 
+    def diagnostics_for(self, document: Document) -> list[types.Diagnostic]:
+        """All diagnostics of ``document`` (one builder for pushes and pulls)."""
+        return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
+                                             self.states_for(document), self.analyzer.config_error(document.root))
+
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""
         if self.pull_diagnostics:
             return
-        items = diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems, self.states_for(document))
+        items = self.diagnostics_for(document)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
 

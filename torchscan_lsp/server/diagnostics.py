@@ -122,9 +122,24 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[type
     return out
 
 
-def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState]) -> list[types.Diagnostic]:
-    """All diagnostics of workspace-relative file ``rel``; duplicates (same range and message) once."""
+def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetState]) -> list[types.Diagnostic]:
+    """Diagnostics for a broken ``[tool.torchscan-lsp]`` table (``error.message``, ``error.line``)
+    on each target of ``rel``: their analyses run without the workspace defaults."""
+    where = f"pyproject.toml:{error.line}" if getattr(error, "line", None) else "pyproject.toml"
+    message = f"{where}: {error.message}; the workspace defaults are not applied"
+    return [_diagnostic(lines.statement(s.line), f"{s.key.name}: {message}", types.DiagnosticSeverity.Error,
+                        "workspace-config") for s in states if s.key.file == rel]
+
+
+def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
+                      config_error: Any = None) -> list[types.Diagnostic]:
+    """All diagnostics of workspace-relative file ``rel``; duplicates (same range and message) once.
+
+    ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any.
+    """
     out = problem_diagnostics(lines, problems)
+    if config_error is not None:
+        out.extend(config_diagnostics(rel, lines, config_error, states))
     for state in states:
         if state.untrusted and state.key.file == rel:
             out.append(_diagnostic(lines.statement(state.line), f"{state.key.name}: {UNTRUSTED_MESSAGE}",
@@ -147,6 +162,5 @@ def register_pull(server) -> None:
                     types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False))
     def pull(ls, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
         document = ls.document(params.text_document.uri)
-        items = [] if document is None else build_diagnostics(document.rel, ls.lines(document), document.problems,
-                                                               ls.states_for(document))
+        items = [] if document is None else ls.diagnostics_for(document)
         return types.FullDocumentDiagnosticReport(items=items)
