@@ -96,3 +96,33 @@ async def test_pull_client_is_never_pushed(pulling):
     errors = {d.range.start.line + 1 for d in report.items if d.severity == types.DiagnosticSeverity.Error}
     assert errors == {lsp.line_of(path, "raise ValueError"), lsp.line_of(path, "def build_broken")}
     assert client.diagnostics == {}   # nothing was pushed
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def typing(lsp_client: LanguageClient, tmp_path):
+    root = lsp.make_workspace(tmp_path)
+    lsp_client.root = root
+    lsp_client.status = lsp.attach(lsp_client)
+    lsp_client.set_configuration({"analyzeOnType": True, "debounceMs": 50}, section="torchscan")
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("neovim@v0.11"), root_uri=root.as_uri(),
+        initialization_options={"trusted": True}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_analyse_on_type_analyses_the_unsaved_buffer(typing):
+    client = typing
+    path = client.root / "stale.py"
+    uri = await lsp.analysed(client, client.status, path)
+    target = lsp.line_of(path, "def build_small")
+    edited = path.read_text().replace("nn.Linear(4, 2)", "nn.Linear(4, 3)")
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+    state, _ = await client.status.wait(uri, {"done", "failed"}, since)
+    assert state == "done"
+    # the buffer, not the file on disk: Linear(4, 3) has 4·3 + 3 = 15 parameters,
+    # MACs 4·3 = 12, FLOPs 3·(2·4 − 1) + 3 = 24
+    assert lsp.labels_by_line(await lsp.hints(client, uri))[target] == ["15 params · 12 MACs · 24 FLOPs"]
