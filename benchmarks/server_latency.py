@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile

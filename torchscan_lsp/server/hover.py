@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lsprotocol import types
+
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.diagnostics import UNTRUSTED_MESSAGE, error_message
 from torchscan_lsp.server.inlay_hints import STALE_NOTE
@@ -157,7 +159,6 @@ def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:
 
 def register(server) -> None:
     """Register ``textDocument/hover`` (answered from the store, on the event loop)."""
-    from lsprotocol import types
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls, params: types.HoverParams) -> types.Hover | None:

@@ -18,6 +18,8 @@ import argparse
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,20 @@ def _redirect_output(log_path: str | None) -> None:
     os.close(target)
     sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+
+
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """Exit at once when the process that started this one goes away (a killed server must not
+    leave a model running with nobody to enforce its time limit)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="torchscan-parent-watch", daemon=True).start()
 
 
 def _write_result(path: str, result: dict[str, Any]) -> None:
@@ -91,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", help="file that receives stdout and stderr (default: discarded)")
     args = parser.parse_args(argv)
     _redirect_output(args.log)
+    _exit_with_parent()
     result = _run_job(args.job) if args.job else _render_html(*args.render_html)
     _write_result(args.result, result)
     return 0
