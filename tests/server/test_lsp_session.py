@@ -248,3 +248,15 @@ async def test_cancelling_the_progress_stops_the_job(client):
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     state, _ = await client.status.wait(uri, {"idle", "done", "failed"}, since)
     assert state == "idle"   # stopped long before the factory's 90 s sleep, with no result
+
+
+async def test_show_report_renders_html_in_a_worker(client):
+    path = client.root / "conv.py"
+    uri = await analysed(client, client.status, path)
+    written = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="torchscan.showReport", arguments=[uri, "build_conv"]))
+    assert written.endswith(".html")
+    html = Path(written).read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "Conv2d" in html
+    shown = client.shown_documents[-1]
+    assert shown.uri == Path(written).as_uri() and shown.external

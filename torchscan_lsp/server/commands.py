@@ -82,7 +82,8 @@ def register(server) -> None:
         shown = json_path
         if fmt == "html":
             html_path = json_path.with_suffix(".html")
-            rendered = await worker_client.render_html(str(json_path), str(html_path), document.root,
+            rendered = await worker_client.render_html(state.view.report, str(html_path), document.root,
+                                                       measurements=state.measurements,
                                                        python=ls.analyzer.settings.python)
             if rendered.get("ok") and html_path.exists():
                 shown = html_path

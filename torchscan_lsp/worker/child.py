@@ -3,7 +3,9 @@
 Usage::
 
     python -m torchscan_lsp.worker --job JOB.json --result RESULT.json [--log LOG.txt]
-    python -m torchscan_lsp.worker --render-html REPORT.json OUT.html --result RESULT.json [--log LOG]
+    python -m torchscan_lsp.worker --render-html JOB.json OUT.html --result RESULT.json [--log LOG]
+
+(the rendering job holds ``report`` and ``measurements``).
 
 Before anything of the user's runs, file descriptors 1 and 2 are pointed at the log file (or at
 the null device), so nothing the model prints can reach whoever reads this process's stdout. The
@@ -83,14 +85,14 @@ def _run_job(job_path: str) -> dict[str, Any]:
         return _crash(job.get("target"), error)
 
 
-def _render_html(report_path: str, html_path: str) -> dict[str, Any]:
+def _render_html(job_path: str, html_path: str) -> dict[str, Any]:
     try:
         from torchscan_lsp import render_report
 
-        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
-        html = render_report(report)
-        if isinstance(html, str):
-            Path(html_path).write_text(html, encoding="utf-8")
+        job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+        measurements = job.get("measurements") or {}
+        attachments = {name: measurements[name] for name in ("latency", "layer_latency", "memory") if measurements.get(name)}
+        render_report(job["report"], html_path, **attachments)
         return {"ok": True, "target": None, "path": html_path}
     except BaseException as error:  # noqa: BLE001 - reported to the server, never raised
         traceback.print_exc()
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchscan_lsp.worker")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--job", help="path of the job JSON")
-    action.add_argument("--render-html", nargs=2, metavar=("REPORT", "HTML"), help="render a report file as HTML")
+    action.add_argument("--render-html", nargs=2, metavar=("JOB", "HTML"), help="render a report as HTML")
     parser.add_argument("--result", required=True, help="path the result JSON is written to")
     parser.add_argument("--log", help="file that receives stdout and stderr (default: discarded)")
     args = parser.parse_args(argv)

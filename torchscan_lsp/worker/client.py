@@ -102,16 +102,19 @@ async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: f
     return await _spawn(job, ["--job", "{job}", "--result", "{result}"], python=python, timeout_s=timeout_s)
 
 
-async def render_html(report_path: str, html_path: str, workspace_root: str, *, python: str | None = None,
+async def render_html(report: Mapping[str, Any], html_path: str, workspace_root: str, *,
+                      measurements: Mapping[str, Any] | None = None, python: str | None = None,
                       timeout_s: float = 60.0) -> dict:
-    """Render a stored report JSON file as an offline HTML file, in a worker process.
+    """Render an analysis report (with its latency, per-layer latency and memory measurements,
+    when given) as one offline HTML file at ``html_path``, in a worker process.
 
-    Returns ``{"ok": true}`` or a failure object (kinds as in :func:`run`, ``crash`` also when the
-    renderer is missing or raised, with its message).
+    Returns ``{"ok": true, "path": html_path}`` or a failure object (kinds as in :func:`run`;
+    ``crash`` also when the renderer is missing or raised, with its message).
     """
-    job = {"workspace_root": workspace_root, "target": None}
-    args = ["--render-html", report_path, html_path, "--result", "{result}"]
-    return await _spawn(job, args, python=python, timeout_s=timeout_s)
+    job = {"workspace_root": workspace_root, "target": None, "report": report,
+           "measurements": dict(measurements or {})}
+    return await _spawn(job, ["--render-html", "{job}", html_path, "--result", "{result}"],
+                        python=python, timeout_s=timeout_s)
 
 
 async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None, timeout_s: float) -> dict:
