@@ -93,12 +93,20 @@ function M.status(bufnr)
   return entry and entry.state
 end
 
+--- Buffers with an analysis finished since they were last entered: Neovim answers the server's
+--- inlay hint refresh only for buffers shown at that moment, so these re-request hints on entry.
+local hints_outdated = {}
+
 local function on_status(_, params)
   local bufnr = vim.uri_to_bufnr(params.uri)
   M.states[bufnr] = { state = params.state, message = params.message }
+  local finished = params.state ~= "running" and vim.api.nvim_buf_is_loaded(bufnr)
   -- Neovim 0.11 neither announces nor handles workspace/codeLens/refresh: refresh on news instead.
-  if M.config.code_lens and params.state ~= "running" and vim.api.nvim_buf_is_loaded(bufnr) then
+  if M.config.code_lens and finished then
     vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+  if finished then
+    hints_outdated[bufnr] = true
   end
   vim.api.nvim_exec_autocmds("User", { pattern = "TorchscanStatus", data = { bufnr = bufnr, state = params.state } })
 end
@@ -113,14 +121,25 @@ local function on_exit(code, signal)
 end
 
 local function on_attach(client, bufnr)
+  local group = vim.api.nvim_create_augroup("torchscan.buffer." .. bufnr, { clear = true })
   if M.config.inlay_hints then
     vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+    vim.api.nvim_create_autocmd("BufEnter", {
+      buffer = bufnr,
+      group = group,
+      callback = function()
+        if hints_outdated[bufnr] then
+          hints_outdated[bufnr] = nil
+          vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+        end
+      end,
+    })
   end
   if M.config.code_lens then
     vim.lsp.codelens.refresh({ bufnr = bufnr })
     vim.api.nvim_create_autocmd({ "BufEnter", "BufWritePost", "InsertLeave" }, {
       buffer = bufnr,
-      group = vim.api.nvim_create_augroup("torchscan.codelens." .. bufnr, { clear = true }),
+      group = group,
       callback = function()
         vim.lsp.codelens.refresh({ bufnr = bufnr })
       end,
@@ -173,7 +192,8 @@ function M.setup(opts)
   opts = opts or {}
   local ok, problem = pcall(validate, opts)
   if not ok then
-    notify(("bad option in require('torchscan').setup{...}: %s"):format(problem))
+    -- vim.validate's message starts with the file and line of this plugin: keep only the problem.
+    notify(("bad option in require('torchscan').setup{...}: %s"):format(tostring(problem):gsub("^.-:%d+: ", "")))
     return
   end
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts)
