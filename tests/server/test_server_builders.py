@@ -227,3 +227,24 @@ def test_code_lenses():
         "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs", "Re-analyse", "Show report", "Measure latency"]
     assert {lens.range.start.line for lens in lenses} == {3}
     assert lenses[1].command.command == "torchscan.reanalyze" and lenses[1].command.arguments == ["file:///ws/net.py", "Net"]
+
+
+def _seconds(value):
+    return {"status": "complete", "value": value, "known_value": value, "unit": "s", "scope": "module_call",
+            "method": "torch.utils.benchmark.Timer"}
+
+
+def test_latency_hints_and_lens_after_measuring():
+    measured = {"layer_latency": {
+        "layers": [{"path": "heads.0", "call_index": 0, "metrics": {"latency": _seconds(0.0002)}},
+                   {"path": "heads.1", "call_index": 0, "metrics": {"latency": _seconds(0.0003)}}],
+        "totals": {"model_latency": _seconds(0.0021)}}}
+    state = _state(measurements=measured)
+    hints = build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings(latency=True))
+    # line 8 built heads.0 and heads.1: 0.2 ms + 0.3 ms = 500 µs
+    assert (8, "500 µs") in _labels(hints)
+    assert not [h for h in hints if h.position.line + 1 == 7 and h.label.endswith("s") and "params" not in h.label]
+    lens = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [state])[0]
+    assert lens.command.title == "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs · 2.10 ms"
+    # off by default
+    assert (8, "500 µs") not in _labels(build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings()))

@@ -49,3 +49,11 @@ def test_shapes():
 def test_byte_size():
     assert labels.byte_size(896) == "896 B"
     assert labels.byte_size(3 * 1024 * 1024) == "3.0 MiB"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(0.000412, "412 µs"), (0.0123, "12.3 ms"), (2.5, "2.50 s"), (0.0009996, "1.00 ms")],
+)
+def test_duration(seconds, expected):
+    assert labels.duration(seconds) == expected

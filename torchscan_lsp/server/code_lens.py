@@ -15,6 +15,17 @@ MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
 
 
+def model_latency(state: TargetState) -> dict | None:
+    """The whole model's measured latency (a metric in seconds) from the last "Measure latency":
+    the latency report's ``latency``, else the per-layer report's ``model_latency``."""
+    for kind, name in (("latency", "latency"), ("layer_latency", "model_latency")):
+        report = state.measurements.get(kind)
+        metric = report.get("totals", {}).get(name) if isinstance(report, dict) else None
+        if labels.metric_value(metric) is not None:
+            return metric
+    return None
+
+
 def summary_title(state: TargetState) -> str:
     """The summary lens text: totals, or what the target is waiting for or why it failed."""
     if state.untrusted:
@@ -26,9 +37,9 @@ def summary_title(state: TargetState) -> str:
             return f"torchscan: failed ({(state.error.get('error') or {}).get('kind', 'crash')})"
         return "torchscan: not analysed yet"
     title = labels.totals_label(state.view.totals)
-    latency = (state.measurements.get("latency") or {}).get("totals", {}).get("latency")
-    if labels.metric_value(latency) is not None:
-        title += f"{labels.SEPARATOR}{labels.metric_value(latency) * 1000:.3g} ms"
+    latency = model_latency(state)
+    if latency is not None:
+        title += labels.SEPARATOR + labels.latency(latency)
     if state.running:
         return title + " (updating…)"
     if state.error is not None or state.stale:

@@ -9,6 +9,7 @@ from typing import Any
 from lsprotocol import types
 
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.code_lens import model_latency
 from torchscan_lsp.server.diagnostics import UNTRUSTED_MESSAGE, error_message
 from torchscan_lsp.server.inlay_hints import STALE_NOTE
 from torchscan_lsp.server.results import ResultView
@@ -73,9 +74,9 @@ def target_card(state: TargetState) -> str:
         inputs = state.view.report.get("inputs", {}).get("args") or []
         if inputs:
             parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
-    latency = (state.measurements.get("latency") or {}).get("totals", {}).get("latency")
-    if latency:
-        parts.append(f"Latency: {labels.metric_value(latency)} s per call ({latency.get('status')})")
+    latency = model_latency(state)
+    if latency is not None:
+        parts.append(f"Latency: {labels.latency(latency)} per call ({latency.get('status')}, {latency.get('method')})")
     return "\n\n".join(p for p in parts if p)
 
 

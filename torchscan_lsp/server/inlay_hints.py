@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView
+from torchscan_lsp.server.results import ResultView, aggregate
 from torchscan_lsp.server.settings import InlayHintSettings
 from torchscan_lsp.server.state import TargetState
 
@@ -66,6 +66,19 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
 
 
+def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
+    """Summed per-layer latency (a metric in seconds) of the module calls under ``paths``, from
+    the target's last "Measure latency" (``measurements.layer_latency``); ``None`` without one."""
+    report = state.measurements.get("layer_latency")
+    if not isinstance(report, dict) or not report.get("layers"):
+        return None
+    prefixes = tuple(p + "." for p in paths if p)
+    records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
+    if not records:
+        return None
+    return aggregate((r.get("metrics", {}).get("latency") for r in records), "s")
+
+
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
                       first_line: int = 1, last_line: int | None = None) -> list[types.InlayHint]:
     """Inlay hints for workspace-relative file ``rel`` between 1-based lines (inclusive).
@@ -95,6 +108,9 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             if settings.modules and defined:
                 label, tip = module_label(view, defined)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
+            if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
+                add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
+                    state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)")))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
                 add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))

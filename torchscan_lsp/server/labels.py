@@ -141,3 +141,20 @@ def byte_size(count: float) -> str:
         if abs(value) < 1024 or unit == "TiB":
             break
     return f"{value:.1f} {unit}"
+
+
+def duration(seconds: float) -> str:
+    """Format a time in seconds with three significant digits: ``0.000412`` → ``"412 µs"``,
+    ``0.0123`` → ``"12.3 ms"``, ``2.5`` → ``"2.50 s"``."""
+    factor, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if abs(seconds) >= f * 0.9995), (1e-6, "µs"))
+    value = seconds / factor
+    text = f"{value:.0f}" if abs(value) >= 99.95 else f"{value:.1f}" if abs(value) >= 9.995 else f"{value:.2f}"
+    return f"{text} {unit}"
+
+
+def latency(metric_obj: Mapping[str, Any] | None) -> str:
+    """Format a latency metric (seconds): ``"12.3 ms"``, ``"≥ 12.3 ms"`` (partial) or ``"? s"``."""
+    value = metric_value(metric_obj)
+    if value is None:
+        return f"{UNKNOWN} s"
+    return (LOWER_BOUND if (metric_obj or {}).get("status") == "partial" else "") + duration(value)
