@@ -248,3 +248,9 @@ def test_latency_hints_and_lens_after_measuring():
     assert lens.command.title == "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs · 2.10 ms"
     # off by default
     assert (8, "500 µs") not in _labels(build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings()))
+
+
+def test_module_hover_shows_operator_flops_of_its_call_line():
+    card = build_hover("net.py", 7, [_state()])   # the Conv2d, called on line 11
+    assert "Operators dispatched from its call lines (net.py:11)" in card
+    assert "| aten.mean | 1 | not counted |" in card

@@ -115,6 +115,11 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
         rows.append(f"| {name} | {labels.metric(summary[name], unit)} | {summary[name]['status']} | torchscan_module_formula |")
     parts.append("\n".join(rows))
+    sites = view.call_sites(paths)
+    operators = [op for site in sites for op in (view.line(*site).operators if view.line(*site) else [])]
+    if operators:
+        where = ", ".join(f"{file}:{line}" for file, line in sites[:4])
+        parts.append(operators_card(operators, f"Operators dispatched from its call lines ({where})"))
     rf = _rf_text(first)
     if rf:
         parts.append(rf.capitalize())
@@ -125,13 +130,14 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     return "\n\n".join(parts)
 
 
-def operators_card(operators: list[dict[str, Any]]) -> str:
-    """Markdown table of the operators one line ran (operator FLOPs, counted by PyTorch's counter)."""
+def operators_card(operators: list[dict[str, Any]], title: str = "Operators on this line") -> str:
+    """Markdown table of source-map operator entries: operator FLOPs, counted by PyTorch's
+    ``FlopCounterMode`` (a method of its own, never merged with the module formulas)."""
     rows = ["| operator | calls | FLOPs |", "| --- | --- | --- |"]
     for op in sorted(operators, key=lambda o: -(o.get("flops") or 0))[:12]:
         flops = "not counted" if op.get("flops") is None else labels.number(op["flops"], "FLOPs")
         rows.append(f"| {op.get('operator')} | {op.get('calls')} | {flops} |")
-    return "**Operators on this line** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
+    return f"**{title}** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
 
 
 def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:

@@ -126,6 +126,16 @@ class ResultView:
         self._summaries[key] = summary
         return summary
 
+    def call_sites(self, paths: Iterable[str]) -> list[Site]:
+        """The distinct workspace lines that called the modules at ``paths``, in first-call order."""
+        wanted = set(paths)
+        sites: dict[Site, None] = {}
+        for (path, _), entry in self.module_entries.items():
+            called = entry.get("called_at")
+            if path in wanted and called and called.get("file") and called.get("line"):
+                sites[(called["file"], int(called["line"]))] = None
+        return list(sites)
+
     def diagnostics_for_paths(self, paths: Iterable[str]) -> list[dict]:
         """Report diagnostics that name one of the module ``paths`` exactly."""
         wanted = set(paths)
