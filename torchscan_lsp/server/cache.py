@@ -37,7 +37,7 @@ class ResultCache:
         max_entries: the oldest entries are dropped beyond this many.
     """
 
-    def __init__(self, max_entries: int = 256) -> None:
+    def __init__(self, max_entries: int = 64) -> None:
         self._entries: dict[str, tuple[dict, dict[str, str | None]]] = {}
         self._max = max_entries
 

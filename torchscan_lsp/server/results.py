@@ -8,6 +8,7 @@ any workspace file are dictionary look-ups.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -76,10 +77,10 @@ class ResultView:
         self._index_source_map(result.get("source_map") or {})
         self._index_diagnostics()
 
-    @property
-    def files(self) -> set[str]:
+    @functools.cached_property
+    def files(self) -> frozenset[str]:
         """Workspace-relative paths of every file this result has something to say about."""
-        return {site[0] for site in self.lines}
+        return frozenset(site[0] for site in self.lines) | frozenset(self.result.get("imported_files") or [])
 
     def line(self, file: str, line: int) -> LineInfo | None:
         """The information for ``file`` (workspace-relative) at 1-based ``line``, or ``None``."""

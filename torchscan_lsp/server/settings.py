@@ -84,8 +84,8 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         return value
     elif name == "python" and isinstance(value, str):
         return None
-    expected = type(default).__name__ if default is not None else "str"
-    raise ValueError(f"setting {SECTION}.{name} must be a {expected} (positive for numbers), got {value!r}")
+    expected = {bool: "true or false", int: "a positive integer", float: "a positive number"}.get(type(default), "a string")
+    raise ValueError(f"setting {SECTION}.{name} must be {expected}, got {value!r}")
 
 
 def merge(base: Settings, overrides: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -109,7 +109,7 @@ def merge(base: Settings, overrides: Mapping[str, Any] | None) -> tuple[Settings
                     if isinstance(hint_value, bool):
                         hints[hint_key] = hint_value
                     else:
-                        problems.append(f"setting {SECTION}.inlayHints.{hint_key} must be a bool, got {hint_value!r}")
+                        problems.append(f"setting {SECTION}.inlayHints.{hint_key} must be true or false, got {hint_value!r}")
             changes["inlayHints"] = replace(changes.get("inlayHints", base.inlayHints), **hints)
         elif key in known and key != "inlayHints":
             try:

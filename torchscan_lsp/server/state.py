@@ -104,7 +104,6 @@ class TargetState:
         files = {self.key.file}
         if self.view is not None:
             files |= self.view.files
-            files |= set(self.view.result.get("imported_files") or [])
         if self.error and self.error.get("error", {}).get("file"):
             files.add(self.error["error"]["file"])
         return files
