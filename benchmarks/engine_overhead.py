@@ -11,7 +11,8 @@ Three models, one thread (``torch.set_num_threads(1)``):
 For each model the plain forward, the full analysis (structure, module formulas and operator FLOPs
 in one pass), structure mode and, for reference, PyTorch's ``FlopCounterMode`` alone run
 interleaved, round after round, in one process; the ratios of their median times to the plain
-forward's are printed beside the limits of issue 2. Peak resident memory is measured in child
+forward's are printed beside the limits of issue 2, in wall-clock time (the verdict) and in CPU time
+of the measuring thread (steadier when other processes share the cores). Peak resident memory is measured in child
 processes (one per model and mode; the peak is reset after the model is built) and printed as the
 growth over the resident size before the call.
 
@@ -208,20 +209,26 @@ def workloads(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
     return {"plain": plain, "full": full, "structure": structure, "FlopCounterMode": flop_counter_mode}
 
 
-def time_interleaved(name: str, rounds: int) -> dict[str, float]:
+def time_interleaved(name: str, rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall-clock and median CPU (this thread) seconds of each workload."""
     model, args, kwargs = build(name)
     runs = workloads(model, args, kwargs)
     for fn in runs.values():  # warm-up: first calls pay one-time costs
         fn()
-    times: dict[str, list[float]] = {key: [] for key in runs}
+    wall: dict[str, list[float]] = {key: [] for key in runs}
+    cpu: dict[str, list[float]] = {key: [] for key in runs}
     keys = list(runs)
     for index in range(rounds):
         order = keys if index % 2 == 0 else keys[::-1]  # alternate the order to cancel drift
         for key in order:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             runs[key]()
-            times[key].append(time.perf_counter() - start)
-    return {key: statistics.median(values) for key, values in times.items()}
+            cpu[key].append(time.thread_time() - start_cpu)
+            wall[key].append(time.perf_counter() - start)
+    return (
+        {key: statistics.median(values) for key, values in wall.items()},
+        {key: statistics.median(values) for key, values in cpu.items()},
+    )
 
 
 def _status_kib(field: str) -> int | None:
@@ -288,16 +295,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: skipped ({exc})")
             continue
         rounds = max(3, ROUNDS[name] // 3) if options.quick else ROUNDS[name]
-        medians = time_interleaved(name, rounds)
-        plain = medians["plain"]
+        wall, cpu = time_interleaved(name, rounds)
         limit_full, limit_structure = LIMITS[name]
-        print(f"\n{name} ({rounds} rounds): plain forward {1e3 * plain:.1f} ms")
+        print(
+            f"\n{name} ({rounds} rounds): plain forward {1e3 * wall['plain']:.1f} ms wall, "
+            f"{1e3 * cpu['plain']:.1f} ms CPU"
+        )
+        print(f"  {'':<16} {'wall':>9} {'ratio':>6}   {'CPU':>9} {'ratio':>6}")
         for key, limit in (("full", limit_full), ("structure", limit_structure), ("FlopCounterMode", None)):
-            ratio = medians[key] / plain
-            verdict = "" if limit is None else (f"  limit {limit:.2f}x  " + ("ok" if ratio <= limit else "OVER"))
-            if limit is not None and ratio > limit:
-                over.append(f"{name} {key}")
-            print(f"  {key:<16} {1e3 * medians[key]:8.1f} ms  {ratio:5.2f}x{verdict}")
+            ratio, cpu_ratio = wall[key] / wall["plain"], cpu[key] / cpu["plain"]
+            verdict = ""
+            if limit is not None:
+                verdict = f"   limit {limit:.2f}x " + ("ok" if ratio <= limit else "OVER")
+                if ratio > limit:
+                    over.append(f"{name} {key}")
+            print(
+                f"  {key:<16} {1e3 * wall[key]:7.1f}ms {ratio:5.2f}x   {1e3 * cpu[key]:7.1f}ms {cpu_ratio:5.2f}x{verdict}"
+            )
         if not options.no_rss:
             growth = {mode: rss_growth(name, mode) for mode in ("plain", "full", "structure")}
             text = ", ".join(

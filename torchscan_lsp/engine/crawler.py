@@ -30,6 +30,22 @@ from torchscan_lsp.engine.totals import build_context, check_strict, forward_tot
 __all__ = ["crawl_module", "run_forward"]
 
 
+def _tensors(named: list[tuple[str, nn.Module]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """``module.parameters()`` and ``module.buffers()`` (same order, shared tensors once) in one pass."""
+    parameters: list[torch.Tensor] = []
+    buffers: list[torch.Tensor] = []
+    seen: set[int] = set()
+    for _, submodule in named:
+        for found, table in ((parameters, submodule._parameters), (buffers, submodule._buffers)):
+            if not table:
+                continue
+            for tensor in table.values():
+                if tensor is not None and id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    found.append(tensor)
+    return parameters, buffers
+
+
 def run_forward(
     module: nn.Module,
     inputs: PreparedInputs,
@@ -95,9 +111,9 @@ def crawl_module(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
-    parameters, buffers = list(module.parameters()), list(module.buffers())
-    context = build_context(module, mode, [*parameters, *buffers])
     named = list(module.named_modules())
+    parameters, buffers = _tensors(named)
+    context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
     recorder = CallRecorder(
         module,

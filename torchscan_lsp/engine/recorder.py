@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_mod
 
-from torchscan_lsp.engine.inputs import call_meta, value_meta
+from torchscan_lsp.engine.inputs import _tensor_meta, call_meta, value_meta
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
 __all__ = ["Target", "CallRecorder", "hook_targets", "install_hooks", "remove_hooks"]
@@ -30,11 +30,11 @@ __all__ = ["Target", "CallRecorder", "hook_targets", "install_hooks", "remove_ho
 class Target:
     """What the crawler knows about one module of the model before the forward runs."""
 
-    __slots__ = ("path", "name", "depth", "type", "recurse", "leaf", "script", "label", "hooked")
+    __slots__ = ("path", "name", "depth", "type", "recurse", "leaf", "script", "label", "hooked", "tensors")
 
     def __init__(
         self, path: str, name: str, depth: int, type: str, recurse: bool, leaf: bool, script: bool,
-        label: str, hooked: bool,
+        label: str, hooked: bool, tensors: bool = True,
     ) -> None:
         self.path = path
         self.name = name
@@ -45,6 +45,7 @@ class Target:
         self.script = script  # a ScriptModule: opaque to hooks and formulas, statistics recursive
         self.label = label  # FlopCounterMode-style label for by_module attribution
         self.hooked = hooked  # its calls become layer records
+        self.tensors = tensors  # it may own parameters or buffers (False: statistics are zero)
 
     def __repr__(self) -> str:
         return f"Target(path={self.path!r}, type={self.type!r}, leaf={self.leaf}, hooked={self.hooked})"
@@ -64,21 +65,28 @@ def hook_targets(root: nn.Module, named: list[tuple[str, nn.Module]] | None = No
     transformer_root = isinstance(root, nn.Transformer)
     base = type(root).__name__
     targets: dict[int, Target] = {}
+    script_type, attention_type = torch.jit.ScriptModule, nn.MultiheadAttention
     for path, module in root.named_modules() if named is None else named:
-        is_root = not path
-        script = _is_script(module)
-        recurse = isinstance(module, nn.MultiheadAttention) or (is_root and transformer_root)
-        has_children = any(child is not None for child in module._modules.values())
+        children = module._modules
+        has_children = bool(children) and any(child is not None for child in children.values())
+        script = isinstance(module, script_type)
+        if path:
+            recurse = isinstance(module, attention_type)
+            name, depth, label, hooked = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}", not transformer_root
+        else:
+            recurse = transformer_root or isinstance(module, attention_type)
+            name, depth, label, hooked = base.lower(), 0, base, True
         targets[id(module)] = Target(
             path,
-            base.lower() if is_root else path.rsplit(".", 1)[-1],
-            0 if is_root else path.count(".") + 1,
+            name,
+            depth,
             type(module).__name__,
             recurse or script,
             (recurse or not has_children) and not script,
             script,
-            f"{base}.{path}" if path else base,
-            is_root or not transformer_root,
+            label,
+            hooked,
+            bool(recurse or script or module._parameters or module._buffers),
         )
     return targets
 
@@ -122,6 +130,8 @@ class CallRecorder:
         self._evaluate = evaluate
         self._on_failure = on_failure
         self._thread = threading.get_ident()
+        self.pre_hook = self._make_pre_hook()
+        self.post_hook = self._make_post_hook()
 
     # ---------------------------------------------------------------------------------- statistics
 
@@ -187,88 +197,114 @@ class CallRecorder:
                 buffers["bytes"] += tensor.numel() * tensor.element_size()
 
     # --------------------------------------------------------------------------------------- hooks
+    # The hooks run at every module call, so they are closures over local names (cheaper than
+    # attribute look-ups on ``self``): per-call overhead is what the analysis costs on models of
+    # many small modules.
 
-    def pre_hook(self, module: nn.Module, args: tuple) -> None:
-        key = id(module)
-        target = self.targets.get(key)
-        if target is None or threading.get_ident() != self._thread:
-            return
-        label = target.label
-        depth = self._active.get(label, 0)
-        self._active[label] = depth + 1
-        if not depth:
-            self.parents.add(label)
-        if not target.hooked:
-            return
-        call_index = self._calls.get(key, 0)
-        self._calls[key] = call_index + 1
-        parameters, buffers = self._stats(module, target.recurse)
-        layers = self.layers
-        stack = self._stacks.get(key)
-        if stack is None:
-            stack = self._stacks[key] = []
-        stack.append((len(layers), args))
-        layers.append(
-            {
-                "path": target.path,
-                "call_index": call_index,
-                "name": target.name,
-                "depth": target.depth,
-                "type": target.type,
-                "input": call_meta(args, {}),
-                "output": {"kind": "pending"},
-                "parameters": parameters,
-                "buffers": buffers,
-                "metrics": {"calls": _CALLS.copy()},
-            }
-        )
+    def _make_pre_hook(self) -> Callable[[nn.Module, tuple], None]:
+        targets, layers, stacks, calls = self.targets, self.layers, self._stacks, self._calls
+        active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
+        stats, tensor_meta, tensor_type = self._stats, _tensor_meta, torch.Tensor
 
-    def post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        # Called as (module, args, kwargs, output) after a normal return, and as
-        # (module, args, result) by PyTorch's always-call path when the forward raised.
-        key = id(module)
-        target = self.targets.get(key)
-        if target is None or threading.get_ident() != self._thread:
-            return
-        label = target.label
-        depth = self._active.get(label, 0) - 1
-        if depth > 0:
-            self._active[label] = depth
-        else:
-            self._active.pop(label, None)
-            self.parents.discard(label)
-        stack = self._stacks.get(key)
-        if not stack:
-            return
-        index, pre_args = stack.pop()
-        record = self.layers[index]
-        if len(rest) != 2:  # the call raised (and a parent caught the exception)
-            if self._on_failure is not None and (target.leaf or target.script):
-                self._on_failure(target, record, sys.exc_info()[1], self.diagnostics)
-            return
-        kwargs, output = rest
-        if args is not pre_args:
-            record["input"] = call_meta(args, kwargs)
-        elif kwargs:
-            record["input"]["kwargs"] = {name: value_meta(value) for name, value in kwargs.items()}
-        record["output"] = value_meta(output)
-        if self._evaluate is None:
-            return
-        if not (target.leaf or target.script):
-            if len(self.layers) != index + 1:
-                return  # a container whose children ran: they carry the metrics
-            # None of its children ran: a fused fast path (TransformerEncoderLayer, ...) or work
-            # written in the container's own forward. Measure the call as one unit.
-            self._add_descendant_stats(module, record)
-        counter = self.counter
-        if counter is None:
-            self._evaluate(module, target, args, kwargs, output, record, self.diagnostics)
-            return
-        counter.pause()  # formula work is never seen by the operator counter
-        try:
-            self._evaluate(module, target, args, kwargs, output, record, self.diagnostics)
-        finally:
-            counter.resume()
+        def pre_hook(module: nn.Module, args: tuple) -> None:
+            key = id(module)
+            target = targets.get(key)
+            if target is None or get_ident() != thread:
+                return
+            if self.counter is not None:  # operator attribution needs the active module labels
+                label = target.label
+                depth = active.get(label, 0)
+                active[label] = depth + 1
+                if not depth:
+                    parents.add(label)
+            if not target.hooked:
+                return
+            call_index = calls.get(key, 0)
+            calls[key] = call_index + 1
+            if target.tensors:
+                parameters, buffers = stats(module, target.recurse)
+            else:
+                parameters = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False}
+                buffers = {"elements": 0, "bytes": 0, "shared": False}
+            stack = stacks.get(key)
+            if stack is None:
+                stack = stacks[key] = []
+            stack.append((len(layers), args))
+            layers.append(
+                {
+                    "path": target.path,
+                    "call_index": call_index,
+                    "name": target.name,
+                    "depth": target.depth,
+                    "type": target.type,
+                    "input": {
+                        "args": [tensor_meta(v) if type(v) is tensor_type else value_meta(v) for v in args],
+                        "kwargs": {},
+                    },
+                    "output": {"kind": "pending"},
+                    "parameters": parameters,
+                    "buffers": buffers,
+                    "metrics": {"calls": _CALLS.copy()},
+                }
+            )
+
+        return pre_hook
+
+    def _make_post_hook(self) -> Callable[..., None]:
+        targets, layers, stacks = self.targets, self.layers, self._stacks
+        active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
+        diagnostics, evaluate, on_failure = self.diagnostics, self._evaluate, self._on_failure
+        tensor_meta, tensor_type = _tensor_meta, torch.Tensor
+
+        def post_hook(module: nn.Module, args: tuple, *rest: Any) -> None:
+            # Called as (module, args, kwargs, output) after a normal return, and as
+            # (module, args, result) by PyTorch's always-call path when the forward raised.
+            key = id(module)
+            target = targets.get(key)
+            if target is None or get_ident() != thread:
+                return
+            counter = self.counter
+            if counter is not None:
+                label = target.label
+                depth = active.get(label, 0) - 1
+                if depth > 0:
+                    active[label] = depth
+                else:
+                    active.pop(label, None)
+                    parents.discard(label)
+            stack = stacks.get(key)
+            if not stack:
+                return
+            index, pre_args = stack.pop()
+            record = layers[index]
+            if len(rest) != 2:  # the call raised (and a parent caught the exception)
+                if on_failure is not None and (target.leaf or target.script):
+                    on_failure(target, record, sys.exc_info()[1], diagnostics)
+                return
+            kwargs, output = rest
+            if args is not pre_args:
+                record["input"] = call_meta(args, kwargs)
+            elif kwargs:
+                record["input"]["kwargs"] = {name: value_meta(value) for name, value in kwargs.items()}
+            record["output"] = tensor_meta(output) if type(output) is tensor_type else value_meta(output)
+            if evaluate is None:
+                return
+            if not (target.leaf or target.script):
+                if len(layers) != index + 1:
+                    return  # a container whose children ran: they carry the metrics
+                # None of its children ran: a fused fast path (TransformerEncoderLayer, ...) or work
+                # written in the container's own forward. Measure the call as one unit.
+                self._add_descendant_stats(module, record)
+            if counter is None:
+                evaluate(module, target, args, kwargs, output, record, diagnostics)
+                return
+            counter.pause()  # formula work is never seen by the operator counter
+            try:
+                evaluate(module, target, args, kwargs, output, record, diagnostics)
+            finally:
+                counter.resume()
+
+        return post_hook
 
 
 def _global_hooks_take_kwargs() -> bool:
@@ -277,6 +313,10 @@ def _global_hooks_take_kwargs() -> bool:
     except (TypeError, ValueError):  # pragma: no cover
         return False
     return "with_kwargs" in params and "always_call" in params
+
+
+#: Whether this PyTorch's global forward hooks accept ``with_kwargs`` and ``always_call``.
+GLOBAL_HOOKS = _global_hooks_take_kwargs()
 
 
 def remove_hooks(handles: list[Any]) -> None:
@@ -297,7 +337,7 @@ def install_hooks(root: nn.Module, recorder: CallRecorder) -> list[Any]:
     """
     handles: list[Any] = []
     try:
-        if _global_hooks_take_kwargs():
+        if GLOBAL_HOOKS:
             handles.append(_module_mod.register_module_forward_pre_hook(recorder.pre_hook))
             handles.append(
                 _module_mod.register_module_forward_hook(recorder.post_hook, with_kwargs=True, always_call=True)
