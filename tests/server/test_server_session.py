@@ -260,3 +260,15 @@ async def test_show_report_renders_html_in_a_worker(client):
     assert html.lstrip().lower().startswith("<!doctype html") and "Conv2d" in html
     shown = client.shown_documents[-1]
     assert shown.uri == Path(written).as_uri() and shown.external
+
+
+async def test_command_on_unknown_file_or_target_is_a_clear_error(client):
+    missing = (client.root / "never_opened.py").as_uri()
+    with pytest.raises(Exception, match="never_opened.py is not open"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="torchscan.reanalyze", arguments=[missing]))
+    uri = await analysed(client, client.status, client.root / "conv.py")
+    with pytest.raises(Exception, match="no torchscan target named 'nope' in conv.py"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="torchscan.showReport", arguments=[uri, "nope"]))
+    assert client.messages == []   # no message box for a failed request
