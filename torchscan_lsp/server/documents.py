@@ -42,7 +42,10 @@ def register(server: "TorchscanServer") -> None:
             return
         await _settings(ls)
         text = ls.workspace.get_text_document(params.text_document.uri).source
-        on_disk = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
+        try:
+            on_disk = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):  # a new buffer, or a file the worker could not read either
+            on_disk = None
         document = ls.analyzer.open(path, ls.root_for(path), text, saved=on_disk == text)
         states = ls.analyzer.analyse(document, unsaved=on_disk != text)
         ls.states_changed(states, {(document.root, document.rel)})
