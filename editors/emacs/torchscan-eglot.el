@@ -47,7 +47,7 @@ For example:
   "Signal a `user-error' with the problem and fix unless the server can start."
   (let ((python (expand-file-name torchscan-python)))
     (unless (or (executable-find torchscan-python) (file-executable-p python))
-      (user-error "torchscan: no Python interpreter at %s; set `torchscan-python'" torchscan-python))
+      (user-error "torchscan: no Python interpreter at %s; set the variable torchscan-python" torchscan-python))
     (with-temp-buffer
       (unless (eq 0 (call-process torchscan-python nil t nil "-c" "import torchscan_lsp"))
         (if (string-match-p "No module named '?torchscan_lsp" (buffer-string))

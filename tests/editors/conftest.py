@@ -1,0 +1,31 @@
+"""Fixtures of the editor client tests: the workspace (see editor_workspace) and its expectations."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from editor_workspace import BROKEN, MODEL, Expected
+
+
+@pytest.fixture(scope="module")
+def expected() -> Expected:
+    return Expected()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """A workspace root (marked by pyproject.toml) with the models one directory below it."""
+    root = tmp_path_factory.mktemp("editor-workspace")
+    (root / "pyproject.toml").write_text('[project]\nname = "models"\n')
+    models = root / "models"
+    models.mkdir()
+    (models / "model.py").write_text(MODEL)
+    (models / "broken.py").write_text(BROKEN)
+    return root
+
+
+@pytest.fixture(scope="module")
+def client_env(tmp_path_factory) -> dict[str, str]:
+    """Environment for an editor under test: reports go to a cache folder of the test's own."""
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))}

@@ -1,0 +1,85 @@
+"""The editor client tests' workspace and the numbers expected in it.
+
+The workspace holds ``models/model.py``, a Conv2d(3 → 8, 3×3) built in a module's ``__init__``
+and called from its ``forward``, analysed on a 3×32×32 input, and ``models/broken.py``, whose input
+has 4 channels for the same convolution. The expected numbers are derived by hand here.
+"""
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+MODEL = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+# torchscan: input_shape=(3, 32, 32)
+def build():
+    return Net()
+"""
+
+BROKEN = """\
+import torch.nn as nn
+
+
+# torchscan: input_shape=(4, 32, 32)
+def broken():
+    return nn.Conv2d(3, 8, 3)
+"""
+
+
+def line_of(text: str, needle: str) -> int:
+    """0-based number of the first line of ``text`` that contains ``needle``."""
+    return next(index for index, line in enumerate(text.splitlines()) if needle in line)
+
+
+def si(value: float, unit: str) -> str:
+    """Three significant digits with an SI prefix, the server's documented number format."""
+    prefixes = ["", "k", "M", "G"]
+    index = 0
+    while abs(value) >= 999.5 and index < len(prefixes) - 1:
+        value /= 1000
+        index += 1
+    text = str(int(value)) if index == 0 and float(value).is_integer() else f"{value:.3g}"
+    return f"{text} {prefixes[index]}{unit}"
+
+
+# Conv2d(3, 8, 3) on (1, 3, 32, 32): output (1, 8, 30, 30); each output reads 3·3·3 = 27 inputs.
+OUTPUT_SHAPE = (1, 8, 30, 30)
+PARAMETERS = 8 * 3 * 3 * 3 + 8  # 224
+MACS = 8 * 30 * 30 * 27  # 194,400
+FLOPS = 8 * 30 * 30 * (2 * 27 - 1 + 1)  # 27 products, 26 sums, one bias: 388,800
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a client must receive for the workspace, with 0-based line numbers."""
+
+    target_line: int = line_of(MODEL, "def build")
+    module_line: int = line_of(MODEL, "self.conv = nn.Conv2d")
+    call_line: int = line_of(MODEL, "return self.conv(x)")
+    broken_line: int = line_of(BROKEN, "def broken")
+    totals: str = f"{PARAMETERS} params · {si(MACS, 'MACs')} · {si(FLOPS, 'FLOPs')}"
+    module: str = f"{PARAMETERS} params · {si(FLOPS, 'FLOPs')}"
+    shape: str = "→ (" + ", ".join(str(d) for d in OUTPUT_SHAPE) + ")"
+
+
+def require_tool(name: str, why: str) -> str:
+    """The path of the executable ``name``, or skip the test saying what is missing."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed: {why}")
+    return path
