@@ -84,34 +84,47 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
     return out
 
 
+MAX_NAMED_PATHS = 3
+
+
 def _uncounted_message(diagnostics: list[dict]) -> str:
-    """One message for the report diagnostics of one module path or operator on one line."""
+    """One message for report diagnostics that share an operator, or a code and message.
+
+    An operator: ``"aten.mean: not counted in operator FLOPs: <message>"``. Module diagnostics:
+    ``"<message>: <metrics> not counted for `a`, `b` and 3 more modules"``.
+    """
     first = diagnostics[0]
     if first.get("operator"):
-        return f"{first['operator']}: work not counted in operator FLOPs: {first.get('message', '')}"
+        return f"{first['operator']}: not counted in operator FLOPs: {first.get('message', '')}"
     metrics = ", ".join(dict.fromkeys(d.get("metric", "?") for d in diagnostics))
-    messages = "; ".join(dict.fromkeys(d.get("message", "") for d in diagnostics))
-    return f"`{first.get('path') or '(root)'}`: {metrics} not counted: {messages}"
+    paths = [f"`{p or '(root)'}`" for p in dict.fromkeys(d.get("path") for d in diagnostics)]
+    named = ", ".join(paths[:MAX_NAMED_PATHS])
+    if len(paths) > MAX_NAMED_PATHS:
+        named += f" and {len(paths) - MAX_NAMED_PATHS} more modules"
+    return f"{first.get('message', '')}: {metrics} not counted for {named}"
+
+
+def _group(diagnostics: Iterable[dict]) -> list[list[dict]]:
+    """Report diagnostics grouped by operator, or by code and message (one group per cause)."""
+    groups: dict[tuple, list[dict]] = {}
+    for d in diagnostics:
+        key = ("operator", d["operator"]) if d.get("operator") else ("module", d.get("code"), d.get("message"))
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
 
 
 def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
     view = state.view
     out: list[types.Diagnostic] = []
-    for line, info in sorted(view.lines_in(rel).items()):
-        groups: dict[str, list[dict]] = {}
-        for d in info.diagnostics:
-            groups.setdefault(d.get("operator") or f"path:{d.get('path')}", []).append(d)
-        for group in groups.values():
+    sited = [(lines.statement(line), info.diagnostics) for line, info in sorted(view.lines_in(rel).items())]
+    if state.key.file == rel:
+        sited.append((lines.statement(state.line), view.unattributed_diagnostics()))
+    for range_, found in sited:
+        for group in _group(found):
             severity = types.DiagnosticSeverity.Error if group[0].get("severity") == "error" else types.DiagnosticSeverity.Warning
-            out.append(_diagnostic(lines.statement(line), _uncounted_message(group), severity, group[0].get("code", "uncounted")))
+            out.append(_diagnostic(range_, _uncounted_message(group), severity, group[0].get("code", "uncounted")))
     if state.key.file != rel:
         return out
-    unattributed: dict[str, list[dict]] = {}
-    for d in view.unattributed_diagnostics():
-        unattributed.setdefault(d.get("operator") or f"path:{d.get('path')}", []).append(d)
-    for group in unattributed.values():
-        out.append(_diagnostic(lines.statement(state.line), _uncounted_message(group), types.DiagnosticSeverity.Warning,
-                               group[0].get("code", "uncounted")))
     partial = [name for name, metric in view.totals.items() if (metric or {}).get("status") == "partial"]
     if partial:
         out.append(_diagnostic(
