@@ -1,0 +1,97 @@
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import * as vscode from 'vscode';
+import { probeInterpreter } from '../src/probe';
+import { ServerSession } from '../src/session';
+import { StatusBar } from '../src/status';
+import { control as clients } from './fakeLanguageClient';
+import { useWorkspace } from './helpers';
+
+vi.mock('vscode');
+vi.mock('../src/probe', async (original) => ({
+  ...(await original<typeof import('../src/probe')>()),
+  probeInterpreter: vi.fn(),
+}));
+
+vi.mock('vscode-languageclient/node', () => import('./fakeLanguageClient'));
+
+function newSession() {
+  const log = { info: vi.fn(), warn: vi.fn(), error: vi.fn(), show: vi.fn() };
+  const item = vscode.window.createStatusBarItem('test', vscode.StatusBarAlignment.Right, 1);
+  const session = new ServerSession(
+    log as unknown as vscode.LogOutputChannel,
+    new StatusBar(item, 'torchscan-lsp.showLog'),
+    async () => undefined,
+  );
+  return { session, log, item };
+}
+
+beforeEach(() => {
+  clients.reset();
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  vi.mocked(probeInterpreter).mockReset();
+  vi.mocked(vscode.window.showErrorMessage).mockClear();
+  vi.mocked(vscode.window.showWarningMessage).mockClear();
+});
+
+describe('bad input gives one clear message and no client', () => {
+  test('a missing interpreter', async () => {
+    useWorkspace({ trusted: true, settings: { 'torchscan.python': '/nope/python' } });
+    vi.mocked(probeInterpreter).mockResolvedValue({ ok: false, problem: 'no-interpreter', detail: 'ENOENT' });
+    const { session, item } = newSession();
+    await session.start();
+    expect(clients.created).toHaveLength(0);
+    expect(vscode.window.showErrorMessage).toHaveBeenCalledOnce();
+    const [message, ...buttons] = vi.mocked(vscode.window.showErrorMessage).mock.calls[0] as unknown as string[];
+    expect(message).toContain('no Python interpreter found at "/nope/python"');
+    expect(buttons).toEqual(['Open settings', 'Show log']);
+    expect(item.text).toContain('stopped');
+  });
+
+  test('an interpreter without the package offers the install command', async () => {
+    useWorkspace({ trusted: true, settings: { 'torchscan.python': '/usr/bin/python3' } });
+    vi.mocked(probeInterpreter).mockResolvedValue({ ok: false, problem: 'no-package', detail: '' });
+    const { session } = newSession();
+    await session.start();
+    const [message, ...buttons] = vi.mocked(vscode.window.showErrorMessage).mock.calls[0] as unknown as string[];
+    expect(message).toContain('/usr/bin/python3 -m pip install torchscan-lsp');
+    expect(buttons).toEqual(['Show install command', 'Show log']);
+  });
+
+  test('a server that exits at start', async () => {
+    useWorkspace({ trusted: true, settings: { 'torchscan.python': '/usr/bin/python3' } });
+    vi.mocked(probeInterpreter).mockResolvedValue({ ok: true, version: '0.1.0', torch: true });
+    clients.startError = new Error('Pending response rejected since connection got disposed');
+    const { session } = newSession();
+    await session.start();
+    expect(session.running).toBeUndefined();
+    const [message] = vi.mocked(vscode.window.showErrorMessage).mock.calls[0] as unknown as string[];
+    expect(message).toContain('the server exited at start');
+    expect(message).toContain('connection got disposed');
+    expect(message).toContain('/usr/bin/python3 -m pip install torchscan-lsp');
+  });
+
+  test('torch missing warns but starts the server', async () => {
+    useWorkspace({ trusted: true, settings: { 'torchscan.python': '/usr/bin/python3' } });
+    vi.mocked(probeInterpreter).mockResolvedValue({ ok: true, version: '0.1.0', torch: false });
+    const { session } = newSession();
+    await session.start();
+    expect(session.running).toBeDefined();
+    const [warning] = vi.mocked(vscode.window.showWarningMessage).mock.calls[0] as unknown as string[];
+    expect(warning).toContain('torch is not installed in /usr/bin/python3');
+    expect(vscode.window.showErrorMessage).not.toHaveBeenCalled();
+  });
+});
+
+test('the client tells the server whether the workspace is trusted', async () => {
+  vi.mocked(probeInterpreter).mockResolvedValue({ ok: true, version: '0.1.0', torch: true });
+  for (const trusted of [true, false]) {
+    useWorkspace({ trusted });
+    clients.created.length = 0;
+    const { session } = newSession();
+    await session.start();
+    expect(clients.created[0].clientOptions.initializationOptions).toEqual({ trusted });
+  }
+});
