@@ -7,6 +7,7 @@
 -- MODE "setup-only": run setup and open model.py, collect the messages (for bad interpreters).
 -- MODE "exit-at-start": like setup-only, but wait for the message about the server's exit.
 -- MODE "bad-option": call setup with a wrongly typed option and collect the message.
+-- MODE "config": write the vim.lsp.start configuration the plugin builds, without starting it.
 local plugin_dir, python, models, out, mode = unpack(_G.arg)
 local TIMEOUT = 120000
 
@@ -32,7 +33,16 @@ torchscan.setup({
   python = python,
   allow_execution = mode == "bad-option" and "yes" or true,
   reanalyze_key = "<leader>tr",
+  settings = mode == "config" and { device = "cuda:1", inlayHints = { shapes = false } } or nil,
 })
+
+if mode == "config" then
+  vim.cmd("noautocmd edit " .. vim.fn.fnameescape(models .. "/model.py"))
+  local config = torchscan.client_config(vim.api.nvim_get_current_buf())
+  result.config = { cmd = config.cmd, root_dir = config.root_dir, settings = config.settings, name = config.name }
+  finish()
+  return
+end
 
 vim.api.nvim_create_autocmd("User", {
   pattern = "TorchscanStatus",

@@ -129,3 +129,12 @@ def test_wrongly_typed_option_is_named(workspace, client_env, tmp_path):
     assert result["clients"] == 0
     assert result["messages"] == [
         "torchscan: bad option in require('torchscan').setup{...}: allow_execution: expected boolean, got string"]
+
+
+def test_start_configuration_passes_settings(workspace, client_env, tmp_path):
+    config = run_client(workspace, client_env, sys.executable, "config", tmp_path)["config"]
+    assert config["cmd"] == [sys.executable, "-m", "torchscan_lsp", "serve"]
+    assert Path(config["root_dir"]) == workspace
+    # Section `torchscan`, as Neovim answers the server's workspace/configuration pull.
+    assert config["settings"] == {"torchscan": {"allowExecution": True, "device": "cuda:1",
+                                                "inlayHints": {"shapes": False}}}
