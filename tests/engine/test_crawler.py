@@ -87,6 +87,7 @@ def test_conv2d_worked_example():
         "training_before": True,
         "devices": ["cpu"],
         "dtypes": ["torch.float32"],
+        "execution_path": {"grad_mode": "no_grad", "module_hooks": "global", "fused_kernels": []},
     }
     assert report["inputs"] == {"source": "generated", "args": [tensor_meta(1, 3, 32, 32)], "kwargs": {}}
     (layer,) = report["layers"]
@@ -101,6 +102,10 @@ def test_conv2d_worked_example():
             "module_flops": metric("complete", 388800, "FLOPs"),
             "macs": metric("complete", 194400, "MACs"),
             "dmas": metric("complete", 201824, "DMAs"),
+            # module-local and cumulative values agree on a model of one module (spec A.1)
+            "local_receptive_field": metric("complete", 3, "elements"),
+            "local_stride": metric("complete", 1, "elements"),
+            "local_padding": metric("complete", 0, "elements"),
             "receptive_field": metric("complete", 3, "elements"),
             "effective_stride": metric("complete", 1, "elements"),
             "effective_padding": metric("complete", 0, "elements"),

@@ -76,9 +76,10 @@ def test_nested_table_with_receptive_field_columns(capsys):
     rows = [line.rstrip() for line in lines[3:13]]
     assert rows[0] == "sequential    Sequential     (1, 2)          0          -            ?                  ?                   ?"
     assert rows[1] == "├─0           Conv2d         (1, 4, 8, 8)    112        True         3                  1                   1"
-    assert rows[2] == "├─1           BatchNorm2d    (1, 4, 8, 8)    17         True         1                  1                   0"
+    # cumulative (spec A.1): BatchNorm keeps the conv's field; MaxPool2d(2): 3 + (2 - 1)·1 = 4, jump 2
+    assert rows[2] == "├─1           BatchNorm2d    (1, 4, 8, 8)    17         True         3                  1                   1"
     assert rows[4] == "├─3           Sequential     (1, 4, 4, 4)    0          -            ?                  ?                   ?"
-    assert rows[5] == "|    └─0      MaxPool2d      (1, 4, 4, 4)    0          -            2                  2                   0"
+    assert rows[5] == "|    └─0      MaxPool2d      (1, 4, 4, 4)    0          -            4                  2                   1"
     assert rows[6] == "|    └─1      Unsup          (1, 4, 4, 4)    0          -            ?                  ?                   ?"
     assert all(len(line) == len(lines[0]) for line in lines[1:14] if not line.startswith(("=", "_")))
     text = "\n".join(lines)

@@ -21,8 +21,9 @@ import torch
 from torch import nn
 
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
-from torchscan_lsp.engine.module_metrics import call_failed, evaluate_call
+from torchscan_lsp.engine.module_metrics import call_failed
 from torchscan_lsp.engine.operators import OperatorCounter, not_requested_flop_report
+from torchscan_lsp.engine.paths import ExecutionPaths
 from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport
 from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
@@ -115,15 +116,19 @@ def crawl_module(
     parameters, buffers = _tensors(named)
     context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
+    # follows the executed path: cumulative receptive field, container work, token dependencies
+    paths = ExecutionPaths((inputs.args, inputs.kwargs), [*parameters, *buffers]) if full else None
     recorder = CallRecorder(
         module,
-        evaluate=evaluate_call if full else None,
+        evaluate=paths.evaluate if paths is not None else None,
         on_failure=call_failed if full else None,
         named=named,
     )
     # the recorder tracks which module labels are active, for the counter's by_module attribution
     counter = OperatorCounter(tracker=recorder) if full else None
     recorder.counter = counter
+    if paths is not None:
+        paths.attach(recorder, counter)
     run_forward(module, inputs, recorder, counter, [m for _, m in named])
 
     operator_flops = counter.report() if counter is not None else not_requested_flop_report()
@@ -137,6 +142,8 @@ def crawl_module(
         "totals": {**model_totals(module, parameters, buffers), **forward_totals(layers, operator_flops["total"], mode)},
         "diagnostics": [*recorder.diagnostics, *operator_flops["diagnostics"]],
     }
+    if paths is not None:
+        paths.finish(report)  # type: ignore[arg-type]
     if strict:
         check_strict(report)  # type: ignore[arg-type]
     return report

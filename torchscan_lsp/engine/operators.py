@@ -298,6 +298,9 @@ class _CountingMode(TorchDispatchMode):
         calls = counter.calls
         calls[packet_id] = calls.get(packet_id, 0) + 1
         out = func(*args, **kwargs)
+        observer = counter.observer  # told of operators that run outside every leaf call
+        if observer is not None and observer.outside:
+            observer.observe(packet_id, args, kwargs, out)
         if formula is not None:
             flops = formula(args, kwargs, out)
             counts = counter.flop_counts
@@ -379,6 +382,9 @@ class OperatorCounter:
         self.packets: dict[int, Any] = {}
         self.functions: list[Any] = []
         self.paused = False
+        #: an object with an ``outside`` flag and ``observe(packet_id, args, kwargs, out)``, told of
+        #: each operator while ``outside`` is true (``paths.ExecutionPaths``); None for none
+        self.observer: Any = None
         self._paused_modes: Any = None
         self._mapping = dict(custom_mapping or {})
         self._stock = stock or ModuleTracker is None or not hasattr(_fc, "shape_wrapper")

@@ -123,6 +123,9 @@ class CallRecorder:
         self.diagnostics: list[Diagnostic] = []
         self.parents: set[str] = {"Global"}  # active module labels, read by the operator counter
         self.counter = counter
+        #: told of every call entering and leaving (``enter(target, index)``, ``leave(module,
+        #: target, args, rest)``), e.g. ``paths.ExecutionPaths``; None for none
+        self.observer: Any = None
         self._active: dict[str, int] = {}
         self._calls: dict[int, int] = {}
         self._stacks: dict[int, list[tuple[int, tuple]]] = {}
@@ -217,7 +220,10 @@ class CallRecorder:
                 active[label] = depth + 1
                 if not depth:
                     parents.add(label)
+            observer = self.observer
             if not target.hooked:
+                if observer is not None:
+                    observer.enter(target, None)
                 return
             call_index = calls.get(key, 0)
             calls[key] = call_index + 1
@@ -247,6 +253,8 @@ class CallRecorder:
                     "metrics": {"calls": _CALLS.copy()},
                 }
             )
+            if observer is not None:
+                observer.enter(target, len(layers) - 1)
 
         return pre_hook
 
@@ -272,6 +280,9 @@ class CallRecorder:
                 else:
                     active.pop(label, None)
                     parents.discard(label)
+            observer = self.observer
+            if observer is not None:
+                observer.leave(module, target, args, rest)
             stack = stacks.get(key)
             if not stack:
                 return

@@ -96,15 +96,22 @@ def _meta_text(meta: dict[str, Any] | None) -> str:
 
 
 def _rf_text(layer: dict[str, Any], name: str) -> str:
+    """A cumulative receptive-field cell: the value, ``>=N`` for a lower bound, ``?`` when unknown.
+
+    Fractional values (strides and paddings after a transposed convolution) keep two decimals.
+    """
     metric = layer.get("metrics", {}).get(name)
     if not metric:
         return "?"
-    value = metric.get("value") if metric.get("status") == "complete" else metric.get("known_value")
+    partial = metric.get("status") != "complete"
+    value = metric.get("known_value") if partial else metric.get("value")
     if value is None:
         return "?"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:.0f}"
-    return str(value)
+        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+    else:
+        text = str(value)
+    return f">={text}" if partial else text
 
 
 def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> list[str]:

@@ -1,0 +1,241 @@
+"""The executed path of one crawl: active modules, data flow, container work and the kernels that ran.
+
+:class:`ExecutionPaths` is attached to a crawl's :class:`~torchscan_lsp.engine.recorder.CallRecorder`
+(told of every module call entering and leaving) and to its
+:class:`~torchscan_lsp.engine.operators.OperatorCounter` (told of every operator that runs while no
+metric-leaf call is active, i.e. in a container's own ``forward``). From this it builds:
+
+* the cumulative receptive field of every leaf call (:mod:`.receptive`, :mod:`.dataflow`): the
+  module-local values move to ``local_receptive_field``, ``local_stride`` and ``local_padding``;
+  ``receptive_field``, ``effective_stride`` and ``effective_padding`` become the model's field up to
+  the call's output;
+* the container-work cross-check (:mod:`.containers`);
+* ``token_dependencies`` records of attention, Transformer, normalisation and ``Linear`` calls
+  (:mod:`.tokens`);
+* ``context["execution_path"]``: how the forward ran and which fused kernels were counted.
+
+The hot path is the operator check: the counter reads :attr:`ExecutionPaths.outside` (a bool kept
+up to date on every module call) and calls :meth:`ExecutionPaths.observe` only when it is true.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchscan_lsp.engine.containers import container_diagnostics, mark_partial
+from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
+from torchscan_lsp.engine.module_metrics import evaluate_call, ordered_inputs
+from torchscan_lsp.engine.receptive import (
+    CONSTANT,
+    CUMULATIVE_METRICS,
+    LOCAL_METRICS,
+    SOURCE,
+    Field,
+    compose,
+    field_metrics,
+    fold_into_features,
+    mix_folded,
+    mixes_feature_axis,
+)
+from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
+from torchscan_lsp.engine.tokens import UNKNOWN, token_dependencies, token_kind
+
+__all__ = ["ExecutionPaths", "FUSED_KERNELS"]
+
+#: Fused CPU/GPU kernels that replace a module's decomposed work when PyTorch takes a fast path.
+FUSED_KERNELS = frozenset(
+    (
+        "aten._transformer_encoder_layer_fwd",
+        "aten._native_multi_head_attention",
+        "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten._scaled_dot_product_flash_attention",
+        "aten._scaled_dot_product_efficient_attention",
+        "aten._scaled_dot_product_cudnn_attention",
+        "aten._flash_attention_forward",
+        "aten._efficient_attention_forward",
+        "aten.mkldnn_rnn_layer",
+    )
+)
+_POINTWISE = (1, 1, 0)
+
+
+class ExecutionPaths:
+    """Follows one crawl's execution (see the module docstring).
+
+    Args:
+        inputs: the call's positional and keyword values (their tensors start the data flow).
+        constants: the model's parameters and buffers.
+    """
+
+    def __init__(self, inputs: tuple[tuple, dict], constants: list[torch.Tensor]) -> None:
+        self.states = TensorStates({id(t) for t in constants})
+        for tensor in tensors_in(inputs):
+            self.states.set(tensor, SOURCE)
+        #: True while a container is the innermost active module and no leaf call is active.
+        self.outside = False
+        self._stack: list[tuple[Any, int | None]] = []
+        self._leaf_depth = 0
+        self._escaped: dict[tuple[str, int | None], dict[str, int]] = {}  # (path, record) -> op -> calls
+        self._noted: set[str] = set()
+        self._names: dict[int, str] = {}
+        self._recorder: Any = None
+        self._counter: Any = None
+
+    def attach(self, recorder: Any, counter: Any) -> None:
+        """Be told of ``recorder``'s module calls and of ``counter``'s operators outside leaves."""
+        self._recorder = recorder
+        self._counter = counter
+        recorder.observer = self
+        if counter is not None:
+            counter.observer = self
+
+    # ------------------------------------------------------------------------------ module calls
+
+    def enter(self, target: Any, index: int | None) -> None:
+        """A call of ``target`` starts; ``index`` is its layer record's index (None: not recorded)."""
+        self._stack.append((target, index))
+        if target.leaf or target.script:
+            self._leaf_depth += 1
+        self.outside = not self._leaf_depth
+
+    def leave(self, module: nn.Module, target: Any, args: tuple, rest: tuple) -> None:
+        """A call of ``target`` ends; ``rest`` is ``(kwargs, output)`` after a normal return."""
+        stack = self._stack
+        while stack:
+            entered, index = stack.pop()
+            if entered.leaf or entered.script:
+                self._leaf_depth -= 1
+            if entered is target:
+                break
+        else:
+            index = None
+        self.outside = bool(stack) and not self._leaf_depth
+        if index is not None and len(rest) == 2 and token_kind(module) is not None:
+            self._tokens(module, target, args, rest[0], index)
+
+    def _tokens(self, module: nn.Module, target: Any, args: tuple, kwargs: dict, index: int) -> None:
+        counter = self._counter
+        if counter is not None:
+            counter.pause()  # reading mask values dispatches operators: not the model's work
+        try:
+            record = token_dependencies(module, args, kwargs)
+        except TypeError:
+            return  # a call that does not bind to forward's signature: nothing to describe
+        finally:
+            if counter is not None:
+                counter.resume()
+        if record is None:
+            return
+        self._recorder.layers[index]["token_dependencies"] = record
+        for entry in record["dependencies"]:
+            if entry["relation"] == UNKNOWN:
+                self._recorder.diagnostics.append(
+                    make_diagnostic(
+                        "token_dependencies_unknown",
+                        "token_dependencies",
+                        f"{entry['stage']}: {entry['reason']}.",
+                        path=target.path,
+                    )
+                )
+
+    # -------------------------------------------------------------------------------- operators
+
+    def observe(self, packet_id: int, args: tuple, kwargs: dict, out: Any) -> None:
+        """An operator ran in a container's own forward: count it and follow its data flow."""
+        name = self._names.get(packet_id)
+        if name is None:
+            name = self._names[packet_id] = str(self._counter.packets[packet_id])
+        target, index = self._stack[-1]
+        ops = self._escaped.get((target.path, index))
+        if ops is None:
+            ops = self._escaped[(target.path, index)] = {}
+        ops[name] = ops.get(name, 0) + 1
+        propagate(self.states, name, args, kwargs, out, f"{name} in '{target.path}'")
+
+    # ------------------------------------------------------------------------------- leaf calls
+
+    def evaluate(
+        self,
+        module: nn.Module,
+        target: Any,
+        args: tuple,
+        kwargs: dict,
+        output: Any,
+        record: dict[str, Any],
+        diagnostics: list[Diagnostic],
+    ) -> None:
+        """The recorder's evaluator: module formulas, then the cumulative receptive field."""
+        evaluate_call(module, target, args, kwargs, output, record, diagnostics)
+        metrics = record["metrics"]
+        if "receptive_field" not in metrics:  # no input or output tensor, or a ScriptModule
+            return
+        local = [metrics.pop(name) for name in CUMULATIVE_METRICS]
+        for name, metric in zip(LOCAL_METRICS, local):
+            metrics[name] = metric
+        x = next(iter(tensors_in(ordered_inputs(module, args, kwargs))), None)
+        path = target.path
+        field = self.states.get(x, f"the input of '{path}'") if x is not None else SOURCE
+        if field is CONSTANT:
+            field = SOURCE
+        if local[0]["status"] != "complete":
+            field = Field.unavailable(f"'{path}' ({target.type}) has no module-local receptive field")
+            self._noted.add(field.cause)  # its own diagnostic already says why
+        else:
+            values = tuple(m["value"] for m in local)
+            if field.folded is not None:
+                if mixes_feature_axis(module, x.dim()):
+                    field = mix_folded(field)
+                elif values != _POINTWISE:
+                    field = Field.unavailable(
+                        f"'{path}' ({target.type}) reads positions that were folded into its feature axis"
+                    )
+            field = compose(field, values)
+            outputs = tensors_in(output)
+            if x is not None and x.dim() >= 3 and outputs and outputs[0].dim() <= 2:
+                field = fold_into_features(field, int(x.shape[2]))
+        metrics.update(field_metrics(field))
+        if field.cause is not None and field.cause not in self._noted:
+            self._noted.add(field.cause)
+            status = "partial" if field.status == "partial" else "unavailable"
+            diagnostics.append(
+                make_diagnostic(
+                    "receptive_field_path",
+                    "receptive_field",
+                    f"The cumulative receptive field of '{path}' is {status}: {field.cause}.",
+                    path=path,
+                )
+            )
+        for tensor in tensors_in(output):
+            self.states.set(tensor, field)
+
+    # ------------------------------------------------------------------------------------ report
+
+    def finish(self, report: dict[str, Any]) -> None:
+        """Add container-work diagnostics (before the operator ones), mark the totals they affect
+        partial, and record the execution path in the report's context."""
+        layers = report["layers"]
+        escaped: dict[str, dict[str, int]] = {}
+        for (path, index), ops in self._escaped.items():
+            if index is not None and "module_flops" in layers[index]["metrics"]:
+                continue  # a container whose children never ran, measured as one unit by its formula
+            merged = escaped.setdefault(path, {})
+            for op, count in ops.items():
+                merged[op] = merged.get(op, 0) + count
+        diagnostics, affected = container_diagnostics(escaped)
+        operator_count = len(report["operator_flops"]["diagnostics"])
+        cut = len(report["diagnostics"]) - operator_count
+        report["diagnostics"][cut:cut] = diagnostics
+        mark_partial(report["totals"], affected)
+        report["context"]["execution_path"] = self._execution_path()
+
+    def _execution_path(self) -> dict[str, Any]:
+        counter = self._counter
+        ran = {str(counter.packets[key]) for key in counter.calls} if counter is not None else set()
+        return {
+            "grad_mode": "no_grad",
+            "module_hooks": "global",
+            "fused_kernels": sorted(ran & FUSED_KERNELS),
+        }
