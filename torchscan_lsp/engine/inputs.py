@@ -203,16 +203,26 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+
 def _tensor_meta(value: torch.Tensor) -> dict[str, Any]:
     try:
         shape: list[int] | None = list(value.shape)
     except RuntimeError:  # nested tensors have no single shape
         shape = None
+    dtype, device = value.dtype, value.device
+    dtype_name = _DTYPE_NAMES.get(dtype)
+    if dtype_name is None:
+        dtype_name = _DTYPE_NAMES[dtype] = str(dtype)
+    device_name = _DEVICE_NAMES.get(device)
+    if device_name is None:
+        device_name = _DEVICE_NAMES[device] = str(device)
     return {
         "kind": "tensor",
         "shape": shape,
-        "dtype": _dtype_name(value.dtype),
-        "device": str(value.device),
+        "dtype": dtype_name,
+        "device": device_name,
         "requires_grad": value.requires_grad,
     }
 
@@ -264,7 +274,7 @@ def value_meta(value: Any) -> dict[str, Any]:
 def call_meta(args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``{"args": [...], "kwargs": {...}}`` metadata of one call's inputs."""
     return {
-        "args": [_tensor_meta(v) if type(v) is torch.Tensor else _meta(v, set(), 0) for v in args],
+        "args": list(map(value_meta, args)),
         "kwargs": {key: value_meta(value) for key, value in kwargs.items()} if kwargs else {},
     }
 

@@ -236,6 +236,11 @@ class CallRecorder:
             if stack is None:
                 stack = stacks[key] = []
             stack.append((len(layers), args))
+            if len(args) == 1:  # the common case, without a comprehension's frame
+                value = args[0]
+                args_meta = [tensor_meta(value) if type(value) is tensor_type else value_meta(value)]
+            else:
+                args_meta = list(map(value_meta, args))
             layers.append(
                 {
                     "path": target.path,
@@ -243,10 +248,7 @@ class CallRecorder:
                     "name": target.name,
                     "depth": target.depth,
                     "type": target.type,
-                    "input": {
-                        "args": [tensor_meta(v) if type(v) is tensor_type else value_meta(v) for v in args],
-                        "kwargs": {},
-                    },
+                    "input": {"args": args_meta, "kwargs": {}},
                     "output": {"kind": "pending"},
                     "parameters": parameters,
                     "buffers": buffers,
