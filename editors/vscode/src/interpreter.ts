@@ -2,8 +2,6 @@
  * Which Python starts the server: `torchscan.python`, else the Python extension's active
  * environment, else `python3` on the PATH.
  */
-import * as os from 'node:os';
-import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { activeInterpreter, PythonEnvironmentsApi } from './pythonExtension';
 import { readServerSettings } from './settings';
@@ -23,18 +21,6 @@ export function pathFallback(platform: NodeJS.Platform = process.platform): stri
   return platform === 'win32' ? 'python' : 'python3';
 }
 
-/** Expands `~` and `${workspaceFolder}` in a configured interpreter path. */
-export function expandInterpreterPath(value: string, workspaceFolders: readonly string[]): string {
-  let expanded = value.trim();
-  if (workspaceFolders.length > 0) {
-    expanded = expanded.split('${workspaceFolder}').join(workspaceFolders[0]);
-  }
-  if (expanded === '~' || expanded.startsWith('~/')) {
-    expanded = path.join(os.homedir(), expanded.slice(1));
-  }
-  return expanded;
-}
-
 /**
  * Chooses the interpreter for `resource`'s workspace. In an untrusted workspace an interpreter
  * inside a workspace folder is skipped (see trust.ts), and the next candidate is used.
@@ -51,7 +37,7 @@ export async function selectInterpreter(
       'setting',
       async () => {
         const configured = readServerSettings(resource).settings.python;
-        return typeof configured === 'string' ? expandInterpreterPath(configured, folders) : undefined;
+        return typeof configured === 'string' ? configured : undefined;
       },
     ],
     ['python-extension', () => activeInterpreter(pythonApi, resource)],

@@ -225,10 +225,17 @@ export class ServerSession implements vscode.Disposable {
   private fail(message: string, python: string | undefined, problem: string): void {
     this.log.error(message);
     this.status.setServerProblem(message);
-    const actions = problem === 'no-package' ? ['Show install command', 'Show log'] : ['Open settings', 'Show log'];
+    const actions =
+      problem === 'no-interpreter'
+        ? ['Open settings', 'Show log']
+        : python === undefined
+          ? ['Restart server', 'Show log']
+          : ['Show install command', 'Show log'];
     void vscode.window.showErrorMessage(message, ...actions).then(async (choice) => {
       if (choice === 'Show log') {
         this.log.show();
+      } else if (choice === 'Restart server') {
+        await this.restart();
       } else if (choice === 'Open settings') {
         await vscode.commands.executeCommand('workbench.action.openSettings', 'torchscan.python');
       } else if (choice === 'Show install command' && python !== undefined) {

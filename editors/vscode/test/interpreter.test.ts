@@ -2,7 +2,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import * as vscode from 'vscode';
-import { expandInterpreterPath, pathFallback, selectInterpreter } from '../src/interpreter';
+import { pathFallback, selectInterpreter } from '../src/interpreter';
+import { expandInterpreterPath } from '../src/paths';
 import { PythonEnvironmentsApi, pythonEnvironments } from '../src/pythonExtension';
 import { useWorkspace } from './helpers';
 

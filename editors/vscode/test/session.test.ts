@@ -67,7 +67,8 @@ describe('bad input gives one clear message and no client', () => {
     const { session } = newSession();
     await session.start();
     expect(session.running).toBeUndefined();
-    const [message] = vi.mocked(vscode.window.showErrorMessage).mock.calls[0] as unknown as string[];
+    const [message, ...buttons] = vi.mocked(vscode.window.showErrorMessage).mock.calls[0] as unknown as string[];
+    expect(buttons).toEqual(['Show install command', 'Show log']);
     expect(message).toContain('the server exited at start');
     expect(message).toContain('connection got disposed');
     expect(message).toContain('/usr/bin/python3 -m pip install torchscan-lsp');

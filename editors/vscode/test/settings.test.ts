@@ -92,6 +92,15 @@ describe('readServerSettings and configurationItem', () => {
     expect(configurationItem('torchscan.device')).toBe('mps');
   });
 
+  test('expand the interpreter path the server also runs its workers with', () => {
+    useWorkspace({
+      trusted: true,
+      folders: ['/home/me/project'],
+      settings: { 'torchscan.python': '${workspaceFolder}/.venv/bin/python' },
+    });
+    expect(configurationItem('torchscan.python')).toBe('/home/me/project/.venv/bin/python');
+  });
+
   test('leave other sections to VS Code', () => {
     useWorkspace({ trusted: true });
     expect(configurationItem('python')).toBeUndefined();
