@@ -25,15 +25,12 @@ from pygls.uris import from_fs_path, to_fs_path
 from torchscan_lsp.server import code_lens, commands, diagnostics, documents, hover, inlay_hints
 from torchscan_lsp.server.analysis import Analyzer
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.settings import SECTION, Settings, resolve
+from torchscan_lsp.server.settings import SECTION, SETTINGS_WAIT_S, Settings, resolve
 from torchscan_lsp.server.state import Document, TargetState
 from torchscan_lsp.server.status import Progress
 from torchscan_lsp.version import package_version
 
 log = logging.getLogger(__name__)
-
-SETTINGS_WAIT_S = 5.0
-"""How long the first analysis waits for the client's ``workspace/configuration`` answer."""
 
 
 def pyproject_settings(root: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Document synchronisation: open, change, save and close, turned into scans and analyses.
 
-Open and save analyse (after the settings have arrived, at most :data:`~.app.SETTINGS_WAIT_S`
+Open and save analyse (after the settings have arrived, at most :data:`~.settings.SETTINGS_WAIT_S`
 later); a change only rescans and marks results stale (and analyses the buffer, debounced, with
 ``torchscan.analyzeOnType``). Saving ``pyproject.toml`` re-reads the workspace defaults.
 """
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from torchscan_lsp.server.settings import SETTINGS_WAIT_S
+
 if TYPE_CHECKING:
     from torchscan_lsp.server.app import TorchscanServer
 
 
 async def _settings(ls: "TorchscanServer") -> None:
-    from torchscan_lsp.server.app import SETTINGS_WAIT_S
-
     try:
         await asyncio.wait_for(ls.settings_ready.wait(), SETTINGS_WAIT_S)
     except asyncio.TimeoutError:

@@ -15,6 +15,9 @@ from typing import Any, Mapping
 
 SECTION = "torchscan"
 
+SETTINGS_WAIT_S = 5.0
+"""How long the first analysis waits for the client's ``workspace/configuration`` answer."""
+
 
 @dataclass(frozen=True)
 class InlayHintSettings:
