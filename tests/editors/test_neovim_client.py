@@ -138,3 +138,18 @@ def test_start_configuration_passes_settings(workspace, client_env, tmp_path):
     # Section `torchscan`, as Neovim answers the server's workspace/configuration pull.
     assert config["settings"] == {"torchscan": {"allowExecution": True, "device": "cuda:1",
                                                 "inlayHints": {"shapes": False}}}
+
+
+def test_checkhealth_names_what_is_missing(tmp_path):
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    report = tmp_path / "health.txt"
+    subprocess.run([find_nvim(), "--headless", "--clean", "-c", f"set rtp^={PLUGIN}",
+                    "-c", f"lua require('torchscan').setup({{ python = '{bare}' }})",
+                    "-c", "checkhealth torchscan", "-c", f"write! {report}", "-c", "qall!"],
+                   cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    text = report.read_text()
+    assert f"OK interpreter: {bare}" in text
+    assert "ERROR torchscan_lsp does not import" in text
+    assert f"{bare} -m pip install torchscan-lsp" in text
