@@ -26,6 +26,7 @@ _ENGINE_NAMES = (
     "metric_result",
     "measure_peak_memory",
     "measure_latency",
+    "measure_layer_latency",
     "BenchmarkReport",
     "compare_benchmarks",
     "render_report",

@@ -1,0 +1,317 @@
+"""measure_peak_memory (spec §8, A.7): CPU for real, CUDA and MPS call order and messages with fakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+from torchscan_lsp.engine import memory as memory_module
+from torchscan_lsp.engine.memory import measure_peak_memory
+from torchscan_lsp.version import package_version
+
+KNOWN_BYTES = 3 * 1024 * 1024
+
+
+def _allocating_workload():
+    """Holds a small tensor, then allocates KNOWN_BYTES more: the peak is at least that above the start."""
+    keep = torch.empty(16, dtype=torch.uint8)
+    big = torch.ones(KNOWN_BYTES, dtype=torch.uint8)
+    return keep, big
+
+
+class _RecordingTemp:
+    """Wraps tempfile.NamedTemporaryFile to remember the paths measure_peak_memory creates."""
+
+    def __init__(self, monkeypatch):
+        self.paths: list[str] = []
+        real = tempfile.NamedTemporaryFile
+
+        def fake(*args, **kwargs):
+            handle = real(*args, **kwargs)
+            self.paths.append(handle.name)
+            return handle
+
+        monkeypatch.setattr(memory_module.tempfile, "NamedTemporaryFile", fake)
+
+
+def test_cpu_delta_covers_a_known_allocation(monkeypatch):
+    temps = _RecordingTemp(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = measure_peak_memory(_allocating_workload, device="cpu")
+    assert not [w for w in caught if "export_memory_timeline" in str(w.message)]
+    assert report["device"] == "cpu"
+    assert report["metric"] == "pytorch_tensor_bytes"
+    assert report["delta_bytes"] >= KNOWN_BYTES
+    assert report["delta_bytes"] == report["peak_bytes"] - report["baseline_bytes"]
+    assert report["peak_bytes"] >= report["baseline_bytes"]
+    assert all(type(report[k]) is int for k in ("baseline_bytes", "peak_bytes", "delta_bytes"))
+    assert "allocated_peak_bytes" not in report
+    assert report["schema_version"] == 1
+    assert report["context"]["package"] == "torchscan-lsp"
+    assert report["context"]["torchscan_version"] == package_version()
+    assert report["context"]["torch_version"] == torch.__version__
+    assert json.loads(json.dumps(report)) == report
+    assert temps.paths and all(path.endswith(".json") and not os.path.exists(path) for path in temps.paths)
+
+
+def test_cpu_baseline_is_the_first_timeline_point():
+    """Reference behaviour (§8.1): the baseline is the first point, which already holds the first
+    allocation, so a workload allocating a single tensor shows no delta above it."""
+    report = measure_peak_memory(lambda: torch.ones(KNOWN_BYTES, dtype=torch.uint8), device="cpu")
+    assert report["baseline_bytes"] >= KNOWN_BYTES
+    assert report["peak_bytes"] >= KNOWN_BYTES
+
+
+def test_cpu_index_is_reported_as_cpu():
+    assert measure_peak_memory(_allocating_workload, device="cpu:0")["device"] == "cpu"
+    assert measure_peak_memory(_allocating_workload, device=torch.device("cpu"))["device"] == "cpu"
+
+
+def test_workload_error_propagates_unchanged_and_temp_file_is_deleted(monkeypatch):
+    temps = _RecordingTemp(monkeypatch)
+    error = KeyError("boom")
+
+    def failing():
+        raise error
+
+    with pytest.raises(KeyError) as info:
+        measure_peak_memory(failing, device="cpu")
+    assert info.value is error
+    assert temps.paths and not any(os.path.exists(path) for path in temps.paths)
+
+
+def test_empty_timeline_raises_and_deletes(monkeypatch):
+    temps = _RecordingTemp(monkeypatch)
+    real_load = json.load
+    monkeypatch.setattr(memory_module.json, "load", lambda handle: ([], []) if handle else real_load(handle))
+    with pytest.raises(RuntimeError, match=re.escape(f"PyTorch {torch.__version__} exported no memory timeline points for 'cpu'")):
+        measure_peak_memory(lambda: None, device="cpu")
+    assert temps.paths and not any(os.path.exists(path) for path in temps.paths)
+
+
+def test_other_devices_are_not_implemented():
+    called = []
+    with pytest.raises(NotImplementedError, match="not implemented for 'meta'"):
+        measure_peak_memory(lambda: called.append(1), device="meta")
+    assert not called
+
+
+def test_calls_are_serialised():
+    spans, reports = [], []
+
+    def workload():
+        start = time.perf_counter()
+        data = _allocating_workload()
+        time.sleep(0.05)
+        spans.append((start, time.perf_counter()))
+        return data
+
+    def run():
+        reports.append(measure_peak_memory(workload, device="cpu"))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(reports) == 2
+    (a_start, a_end), (b_start, b_end) = sorted(spans)
+    assert a_end <= b_start
+
+
+# --------------------------------------------------------------------------------------------------
+# CUDA with fakes (call order and messages, spec §8.2)
+
+
+class _FakeCuda:
+    def __init__(self, monkeypatch, *, available=True, count=2, current=0, missing=()):
+        self.calls: list[tuple] = []
+        cuda = torch.cuda
+        fakes = {
+            "is_available": lambda: self._log("is_available") or available,
+            "current_device": lambda *a: self._log("current_device", *a) or current,
+            "device_count": lambda: self._log("device_count") or count,
+            "synchronize": lambda dev=None: self._log("synchronize", str(dev)),
+            "memory_reserved": lambda dev=None: self._log("memory_reserved", str(dev)) or 100,
+            "reset_peak_memory_stats": lambda dev=None: self._log("reset_peak_memory_stats", str(dev)),
+            "max_memory_reserved": lambda dev=None: self._log("max_memory_reserved", str(dev)) or 180,
+            "max_memory_allocated": lambda dev=None: self._log("max_memory_allocated", str(dev)) or 140,
+        }
+        for name, fake in fakes.items():
+            if name in missing:
+                monkeypatch.delattr(cuda, name, raising=False)
+            else:
+                monkeypatch.setattr(cuda, name, fake)
+
+    def _log(self, *entry):
+        self.calls.append(entry)
+        return None
+
+    def workload(self):
+        self.calls.append(("workload",))
+
+
+def test_cuda_call_order_and_result(monkeypatch):
+    fake = _FakeCuda(monkeypatch)
+    report = measure_peak_memory(fake.workload, device="cuda:1")
+    assert fake.calls == [
+        ("is_available",),
+        ("device_count",),
+        ("synchronize", "cuda:1"),
+        ("memory_reserved", "cuda:1"),
+        ("reset_peak_memory_stats", "cuda:1"),
+        ("workload",),
+        ("synchronize", "cuda:1"),
+        ("max_memory_reserved", "cuda:1"),
+        ("max_memory_allocated", "cuda:1"),
+    ]
+    assert {k: v for k, v in report.items() if k != "context"} == {
+        "schema_version": 1,
+        "device": "cuda:1",
+        "metric": "pytorch_reserved_bytes",
+        "baseline_bytes": 100,
+        "peak_bytes": 180,
+        "delta_bytes": 80,
+        "allocated_peak_bytes": 140,
+    }
+
+
+def test_cuda_without_index_asks_current_device_once_without_arguments(monkeypatch):
+    fake = _FakeCuda(monkeypatch, current=0)
+    report = measure_peak_memory(fake.workload, device="cuda")
+    assert [c for c in fake.calls if c[0] == "current_device"] == [("current_device",)]
+    assert report["device"] == "cuda:0"
+
+
+def test_cuda_unavailable_does_not_run_the_workload(monkeypatch):
+    fake = _FakeCuda(monkeypatch, available=False)
+    with pytest.raises(RuntimeError, match="CUDA device 'cuda:0' is unavailable"):
+        measure_peak_memory(fake.workload, device="cuda:0")
+    assert ("workload",) not in fake.calls
+
+
+def test_cuda_index_beyond_count(monkeypatch):
+    fake = _FakeCuda(monkeypatch, count=2)
+    with pytest.raises(RuntimeError, match=r"CUDA device 'cuda:3' is unavailable.*2") as info:
+        measure_peak_memory(fake.workload, device="cuda:3")
+    assert "2" in str(info.value)
+    assert ("workload",) not in fake.calls
+
+
+def test_cuda_missing_apis_are_named(monkeypatch):
+    fake = _FakeCuda(monkeypatch, missing=("max_memory_allocated", "reset_peak_memory_stats"))
+    with pytest.raises(NotImplementedError) as info:
+        measure_peak_memory(fake.workload, device="cuda:0")
+    text = str(info.value)
+    assert "cuda:0" in text and torch.__version__ in text
+    assert "torch.cuda.max_memory_allocated" in text and "torch.cuda.reset_peak_memory_stats" in text
+    assert ("workload",) not in fake.calls
+
+
+def test_cuda_workload_error_propagates(monkeypatch):
+    _FakeCuda(monkeypatch)
+    error = ValueError("inside")
+
+    def failing():
+        raise error
+
+    with pytest.raises(ValueError) as info:
+        measure_peak_memory(failing, device="cuda:0")
+    assert info.value is error
+
+
+# --------------------------------------------------------------------------------------------------
+# MPS with fakes (spec §8.3)
+
+
+class _FakeMps:
+    def __init__(self, monkeypatch, *, available=True, missing=(), reset_error=None):
+        self.calls: list[tuple] = []
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: self._log("is_available") or available)
+        monkeypatch.setattr(torch.mps, "synchronize", lambda: self._log("synchronize"))
+        memory = torch.accelerator.memory
+
+        def reset(dev):
+            self._log("reset_peak_memory_stats", str(dev))
+            if reset_error is not None:
+                raise reset_error
+
+        fakes = {
+            "memory_reserved": lambda dev: self._log("memory_reserved", str(dev)) or 10,
+            "reset_peak_memory_stats": reset,
+            "max_memory_reserved": lambda dev: self._log("max_memory_reserved", str(dev)) or 50,
+            "max_memory_allocated": lambda dev: self._log("max_memory_allocated", str(dev)) or 30,
+        }
+        for name, fake in fakes.items():
+            if name in missing:
+                monkeypatch.delattr(memory, name, raising=False)
+            else:
+                monkeypatch.setattr(memory, name, fake)
+
+    def _log(self, *entry):
+        self.calls.append(entry)
+        return None
+
+    def workload(self):
+        self.calls.append(("workload",))
+
+
+def test_mps_call_order_and_result(monkeypatch):
+    fake = _FakeMps(monkeypatch)
+    report = measure_peak_memory(fake.workload, device="mps")
+    assert fake.calls == [
+        ("is_available",),
+        ("synchronize",),
+        ("memory_reserved", "mps"),
+        ("reset_peak_memory_stats", "mps"),
+        ("workload",),
+        ("synchronize",),
+        ("max_memory_reserved", "mps"),
+        ("max_memory_allocated", "mps"),
+    ]
+    assert report["device"] == "mps" and report["metric"] == "pytorch_reserved_bytes"
+    assert (report["baseline_bytes"], report["peak_bytes"], report["delta_bytes"], report["allocated_peak_bytes"]) == (10, 50, 40, 30)
+
+
+def test_mps_index_is_checked_before_availability(monkeypatch):
+    fake = _FakeMps(monkeypatch)
+    with pytest.raises(RuntimeError, match="MPS device 'mps:1' is unavailable"):
+        measure_peak_memory(fake.workload, device="mps:1")
+    assert fake.calls == []
+
+
+def test_mps_unavailable(monkeypatch):
+    fake = _FakeMps(monkeypatch, available=False)
+    with pytest.raises(RuntimeError, match="MPS device 'mps' is unavailable"):
+        measure_peak_memory(fake.workload, device="mps")
+    assert ("workload",) not in fake.calls
+
+
+def test_mps_missing_apis_are_named(monkeypatch):
+    fake = _FakeMps(monkeypatch, missing=("max_memory_reserved",))
+    monkeypatch.delattr(torch.mps, "synchronize")
+    with pytest.raises(NotImplementedError) as info:
+        measure_peak_memory(fake.workload, device="mps")
+    text = str(info.value)
+    assert "mps" in text and torch.__version__ in text
+    assert "torch.accelerator.memory.max_memory_reserved" in text and "torch.mps.synchronize" in text
+    assert ("workload",) not in fake.calls
+
+
+@pytest.mark.parametrize("error", [NotImplementedError("no stats"), RuntimeError("backend says no")])
+def test_mps_statistics_errors_become_not_implemented(monkeypatch, error):
+    fake = _FakeMps(monkeypatch, reset_error=error)
+    with pytest.raises(NotImplementedError) as info:
+        measure_peak_memory(fake.workload, device="mps")
+    for name in ("memory_reserved", "reset_peak_memory_stats", "max_memory_reserved", "max_memory_allocated"):
+        assert f"torch.accelerator.memory.{name}" in str(info.value)
+    assert ("workload",) not in fake.calls

@@ -1,0 +1,42 @@
+"""The analysis engine: a pure library that measures a model and returns JSON-safe reports."""
+
+from torchscan_lsp.engine.benchmarks import BenchmarkComparison, compare_benchmarks
+from torchscan_lsp.engine.compare import ReportDiff, compare_reports
+from torchscan_lsp.engine.crawler import crawl_module
+from torchscan_lsp.engine.html import render_report
+from torchscan_lsp.engine.latency import BenchmarkReport, LayerLatencyReport, measure_latency, measure_layer_latency
+from torchscan_lsp.engine.memory import MemoryReport, measure_peak_memory
+from torchscan_lsp.engine.operators import FlopReport, measure_flops
+from torchscan_lsp.engine.report import (
+    AnalysisReport,
+    Diagnostic,
+    IncompleteAnalysisError,
+    LayerReport,
+    MetricResult,
+    metric_result,
+)
+from torchscan_lsp.engine.summary import summary
+
+__all__ = [
+    "crawl_module",
+    "summary",
+    "measure_flops",
+    "FlopReport",
+    "compare_reports",
+    "ReportDiff",
+    "AnalysisReport",
+    "LayerReport",
+    "MetricResult",
+    "Diagnostic",
+    "IncompleteAnalysisError",
+    "metric_result",
+    "measure_peak_memory",
+    "MemoryReport",
+    "measure_latency",
+    "BenchmarkReport",
+    "measure_layer_latency",
+    "LayerLatencyReport",
+    "compare_benchmarks",
+    "BenchmarkComparison",
+    "render_report",
+]
