@@ -288,3 +288,26 @@ async def test_measure_latency_adds_the_latency_to_the_lens(client):
     # the totals stay (Conv2d(3, 8, 3) on (3, 32, 32), derived above) and a time is appended
     assert summary.startswith("224 params · 194 kMACs · 389 kFLOPs · ")
     assert summary.endswith((" µs", " ms", " s"))
+
+
+async def test_saving_an_imported_file_reanalyses_the_target_that_imports_it(client):
+    blocks = client.root / "blocks.py"
+    path = client.root / "uses_blocks.py"
+    uri = await analysed(client, client.status, path)
+    blocks_uri = blocks.as_uri()
+    if blocks_uri not in {event[0] for event in client.status.events}:
+        lsp.open_document(client, blocks)
+    edited = blocks.read_text().replace("self.b = nn.Linear(4, 4)", "self.b = nn.Linear(4, 4, bias=False)")
+    blocks.write_text(edited)
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=blocks_uri, version=5),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=blocks_uri)))
+    state, _ = await client.status.wait(uri, {"done", "failed"}, since)
+    assert state == "done"
+    # without b's biases: Linear(4, 4, bias=False) has 16 parameters and 4·(2·4 − 1) = 28 FLOPs;
+    # two Pairs: 2·(20 + 16) = 72 parameters, MACs still 4·16 = 64, FLOPs 2·(32 + 28) = 120
+    target = line_of(path, "def build_pairs")
+    assert labels_by_line(await hints(client, uri))[target] == ["72 params · 64 MACs · 120 FLOPs"]
+    assert labels_by_line(await hints(client, blocks_uri))[line_of(blocks, "self.b =")] == ["×2 · 32 params · 56 FLOPs"]

@@ -135,9 +135,12 @@ class Analyzer:
         states = self._rescan(document)
         for state in states:
             state.stale = state.view is not None and content_hash(text) != state.analysed_hash
+        dependents = list(self.store.dependents(document.root, document.rel))
+        for state in dependents:  # their models import this file: their hints no longer hold
+            state.stale = True
         if self.settings.analyzeOnType and self.may_execute:
             self.analyse(document, unsaved=True, delay_s=self.settings.debounceMs / 1000.0)
-        return states
+        return states + dependents
 
     def _rescan(self, document: Document) -> list[TargetState]:
         try:
@@ -234,16 +237,21 @@ class Analyzer:
         return states
 
     def analyse_saved(self, path: str) -> None:
-        """After ``path`` was saved: analyse its targets and those of other open files whose
-        models imported it."""
+        """After ``path`` was saved: analyse its targets and those of other files whose models
+        imported it (a target file that is not open is read from disk)."""
         document = self.store.documents.get(path)
         if document is None:
             return
         self.analyse(document)
         for state in list(self.store.dependents(document.root, document.rel)):
-            owner = self.store.documents.get(str(Path(state.key.root, state.key.file)))
-            if owner is not None:
-                self.analyse(owner, [state.key.name])
+            owner_path = str(Path(state.key.root, state.key.file))
+            owner = self.store.documents.get(owner_path)
+            if owner is None:  # the target's file is not open: read it from disk
+                try:
+                    owner = self.open(owner_path, state.key.root, Path(owner_path).read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError):
+                    continue
+            self.analyse(owner, [state.key.name])
 
     def reanalyse_all(self) -> None:
         """Analyse every target of every tracked document (after trust or settings changed)."""
