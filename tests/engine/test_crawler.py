@@ -622,3 +622,24 @@ def test_ordered_inputs_per_instance_forward():
     module.forward = lambda a, b=7: a  # instance attribute, not cached per class
     assert ordered_inputs(module, (1,), {}) == (1, 7)
     assert ordered_inputs(nn.Identity(), (1,), {}) == (1,)
+
+
+def test_a_transformers_model_with_token_ids_and_mask():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config)
+    ids = torch.randint(0, 100, (1, 12))
+    mask = torch.ones(1, 12, dtype=torch.long)
+    flags = [m.training for m in model.modules()]
+    state = hook_state()
+    report = crawl_module(model, kwargs={"input_ids": ids, "attention_mask": mask})
+    assert hook_state() == state and [m.training for m in model.modules()] == flags
+    assert report["inputs"]["kwargs"]["input_ids"] == tensor_meta(1, 12, dtype="torch.int64")
+    paths = [layer["path"] for layer in report["layers"]]
+    assert paths[0] == "" and "h.0.attn" in paths and "h.1.mlp" in paths
+    assert report["totals"]["parameters"]["value"] == sum(p.numel() for p in model.parameters())
+    assert report["totals"]["operator_flops"]["known_value"] > 0
+    assert json.loads(json.dumps(report)) == report
+    structure = crawl_module(model, kwargs={"input_ids": ids, "attention_mask": mask}, mode="structure")
+    assert [l["path"] for l in structure["layers"]] == paths

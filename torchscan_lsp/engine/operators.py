@@ -80,9 +80,9 @@ REFERENCE_IGNORED: dict[str, str] = {
 
 
 def _extra_ignored() -> dict[str, str]:
-    from torchscan_lsp.engine.operator_formulas import EXTRA_IGNORED
+    from torchscan_lsp.engine import operator_formulas
 
-    return dict(EXTRA_IGNORED)
+    return dict(getattr(operator_formulas, "EXTRA_IGNORED", {}))
 
 
 #: Every operator excluded from FLOPs with its reason: the reference list, then further views,
