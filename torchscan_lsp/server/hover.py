@@ -20,7 +20,7 @@ MAX_PATHS = 8
 
 _TOTAL_ROWS = (
     ("parameters", "params"), ("trainable_parameters", "params"), ("frozen_parameters", "params"),
-    ("parameter_bytes", "bytes"), ("buffer_elements", "elements"), ("module_flops", "FLOPs"),
+    ("parameter_bytes", "bytes"), ("buffer_elements", ""), ("module_flops", "FLOPs"),
     ("operator_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs"),
 )
 
@@ -119,7 +119,7 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     operators = [op for site in sites for op in (view.line(*site).operators if view.line(*site) else [])]
     if operators:
         where = ", ".join(f"{file}:{line}" for file, line in sites[:4])
-        parts.append(operators_card(operators, f"Operators dispatched from its call lines ({where})"))
+        parts.append(operators_card(view, operators, f"Operators dispatched from its call lines ({where})"))
     rf = _rf_text(first)
     if rf:
         parts.append(rf.capitalize())
@@ -130,12 +130,19 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     return "\n\n".join(parts)
 
 
-def operators_card(operators: list[dict[str, Any]], title: str = "Operators on this line") -> str:
+def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str = "Operators on this line") -> str:
     """Markdown table of source-map operator entries: operator FLOPs, counted by PyTorch's
-    ``FlopCounterMode`` (a method of its own, never merged with the module formulas)."""
+    ``FlopCounterMode`` (a method of its own, never merged with the module formulas). An operator
+    without FLOPs is "ignored" (with the report's reason: views, allocations, ...) or "not counted"."""
+    ignored = (view.report.get("operator_flops") or {}).get("ignored_operators") or {}
     rows = ["| operator | calls | FLOPs |", "| --- | --- | --- |"]
     for op in sorted(operators, key=lambda o: -(o.get("flops") or 0))[:12]:
-        flops = "not counted" if op.get("flops") is None else labels.number(op["flops"], "FLOPs")
+        if op.get("flops") is not None:
+            flops = labels.number(op["flops"], "FLOPs")
+        elif op.get("operator") in ignored:
+            flops = f"ignored: {ignored[op['operator']].get('reason', '')}".rstrip(": ")
+        else:
+            flops = "not counted"
         rows.append(f"| {op.get('operator')} | {op.get('calls')} | {flops} |")
     return f"**{title}** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
 
@@ -157,7 +164,7 @@ def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:
             outputs = ", ".join(labels.shape(view.by_key[k].get("output")) for k in info.called[-4:])
             parts.append(f"Calls on this line: {len(info.called)}; output{'s' if len(info.called) > 1 else ''}: {outputs}")
         if info.operators:
-            parts.append(operators_card(info.operators))
+            parts.append(operators_card(view, info.operators))
         if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
             parts.append(f"_target `{state.key.name}` in `{state.key.file}`_")
             return "\n\n".join(parts)
