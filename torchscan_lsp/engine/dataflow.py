@@ -23,12 +23,11 @@ A tensor modified in place by something the crawler did not follow reads as unav
 from __future__ import annotations
 
 import weakref
-from fractions import Fraction
 from typing import Any
 
 import torch
 
-from torchscan_lsp.engine.receptive import CONSTANT, SOURCE, Field, fold_into_features, union
+from torchscan_lsp.engine.receptive import CONSTANT, Field, fold_into_features, union
 
 __all__ = ["TensorStates", "propagate", "tensors_in"]
 
@@ -61,11 +60,16 @@ class TensorStates:
             return
         self._states[id(tensor)] = (ref, _version(tensor), field)
 
-    def get(self, tensor: torch.Tensor, describe: str) -> Field:
-        """The field of ``tensor``; ``describe`` names it in the cause when it is unknown."""
+    def get(self, tensor: torch.Tensor, describe: str, *, modified_by_caller: bool = False) -> Field:
+        """The field of ``tensor``; ``describe`` names it in the cause when it is unknown.
+
+        ``modified_by_caller``: the caller itself modified ``tensor`` in place since its field was
+        recorded (an in-place leaf such as ``ReLU(inplace=True)`` returns its input): the version
+        check is skipped.
+        """
         entry = self._states.get(id(tensor))
         if entry is not None and entry[0]() is tensor:
-            if entry[1] == _version(tensor):
+            if modified_by_caller or entry[1] == _version(tensor):
                 return entry[2]
             return Field.unavailable(f"{describe} was modified in place by work the crawler could not follow")
         if id(tensor) in self._constants or tensor.dim() == 0 or tensor.numel() == 1:
@@ -77,6 +81,8 @@ def tensors_in(value: Any, depth: int = 0) -> list[torch.Tensor]:
     """Tensors in ``value``, depth-first through tuples, lists and mapping values (4 levels)."""
     if isinstance(value, torch.Tensor):
         return [value]
+    if type(value) is tuple and len(value) == 1 and isinstance(value[0], torch.Tensor):
+        return [value[0]]  # the common ``args`` of a module call
     if depth >= 4:
         return []
     if isinstance(value, (tuple, list)):
@@ -151,7 +157,7 @@ def _view_field(name: str, field: Field, source: torch.Tensor, out: torch.Tensor
             return Field(
                 rf=field.rf,
                 jump=field.jump * step,
-                padding=field.padding - Fraction(min(start, source.shape[2])) * field.jump,
+                padding=field.padding - min(start, int(source.shape[2])) * field.jump,
                 folded=field.folded,
             )
         else:

@@ -30,8 +30,6 @@ from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
 from torchscan_lsp.engine.module_metrics import evaluate_call, ordered_inputs
 from torchscan_lsp.engine.receptive import (
     CONSTANT,
-    CUMULATIVE_METRICS,
-    LOCAL_METRICS,
     SOURCE,
     Field,
     compose,
@@ -41,6 +39,7 @@ from torchscan_lsp.engine.receptive import (
     mixes_feature_axis,
 )
 from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
+from torchscan_lsp.engine.tokens import KINDS_BY_CLASS as _TOKEN_KINDS
 from torchscan_lsp.engine.tokens import UNKNOWN, token_dependencies, token_kind
 
 __all__ = ["ExecutionPaths", "FUSED_KERNELS"]
@@ -60,6 +59,8 @@ FUSED_KERNELS = frozenset(
     )
 )
 _POINTWISE = (1, 1, 0)
+_TENSOR = torch.Tensor
+_UNKNOWN_KIND = object()
 
 
 class ExecutionPaths:
@@ -113,7 +114,10 @@ class ExecutionPaths:
         else:
             index = None
         self.outside = bool(stack) and not self._leaf_depth
-        if index is not None and len(rest) == 2 and token_kind(module) is not None:
+        kind = _TOKEN_KINDS.get(type(module), _UNKNOWN_KIND)
+        if kind is _UNKNOWN_KIND:
+            kind = token_kind(module)
+        if kind is not None and index is not None and len(rest) == 2:
             self._tokens(module, target, args, rest[0], index)
 
     def _tokens(self, module: nn.Module, target: Any, args: tuple, kwargs: dict, index: int) -> None:
@@ -172,12 +176,19 @@ class ExecutionPaths:
         metrics = record["metrics"]
         if "receptive_field" not in metrics:  # no input or output tensor, or a ScriptModule
             return
-        local = [metrics.pop(name) for name in CUMULATIVE_METRICS]
-        for name, metric in zip(LOCAL_METRICS, local):
-            metrics[name] = metric
-        x = next(iter(tensors_in(ordered_inputs(module, args, kwargs))), None)
+        local = (metrics.pop("receptive_field"), metrics.pop("effective_stride"), metrics.pop("effective_padding"))
+        metrics["local_receptive_field"], metrics["local_stride"], metrics["local_padding"] = local
+        if args and type(args[0]) is _TENSOR:  # the usual call: one tensor first
+            x = args[0]
+        else:
+            x = next(iter(tensors_in(ordered_inputs(module, args, kwargs))), None)
+        outputs = [output] if type(output) is _TENSOR else tensors_in(output)
         path = target.path
-        field = self.states.get(x, f"the input of '{path}'") if x is not None else SOURCE
+        if x is None:
+            field = SOURCE
+        else:
+            in_place = any(t is x for t in outputs)
+            field = self.states.get(x, f"the input of '{path}'", modified_by_caller=in_place)
         if field is CONSTANT:
             field = SOURCE
         if local[0]["status"] != "complete":
@@ -193,7 +204,6 @@ class ExecutionPaths:
                         f"'{path}' ({target.type}) reads positions that were folded into its feature axis"
                     )
             field = compose(field, values)
-            outputs = tensors_in(output)
             if x is not None and x.dim() >= 3 and outputs and outputs[0].dim() <= 2:
                 field = fold_into_features(field, int(x.shape[2]))
         metrics.update(field_metrics(field))
@@ -208,7 +218,7 @@ class ExecutionPaths:
                     path=path,
                 )
             )
-        for tensor in tensors_in(output):
+        for tensor in outputs:
             self.states.set(tensor, field)
 
     # ------------------------------------------------------------------------------------ report

@@ -32,9 +32,8 @@ feature axis (``nn.Linear``, ``nn.LayerNorm``, softmax) then depends on every fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import nn
 
@@ -63,19 +62,20 @@ LOCAL_METRICS = ("local_receptive_field", "local_stride", "local_padding")
 COMPLETE, PARTIAL, UNAVAILABLE = "complete", "partial", "unavailable"
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     """The cumulative receptive field of one tensor (see the module docstring).
 
-    ``status``: ``complete`` (all three values exact), ``partial`` (``rf`` is a lower bound, the
-    other two unknown) or ``unavailable`` (nothing known). ``cause``: why it is not complete — a
-    sentence naming the module or operator where the chain broke; ``None`` when complete.
-    ``folded``: the number of positions folded into the feature axis, or ``None``.
+    ``rf``, ``jump``, ``padding``: ints, or exact :class:`~fractions.Fraction` values after a
+    fractional stride. ``status``: ``complete`` (all three exact), ``partial`` (``rf`` is a lower
+    bound, the other two unknown) or ``unavailable`` (nothing known). ``cause``: why it is not
+    complete — a sentence naming the module or operator where the chain broke; ``None`` when
+    complete. ``folded``: the number of positions folded into the feature axis, or ``None``.
+    (A named tuple: one is built per module call, so construction must be cheap.)
     """
 
-    rf: Fraction = Fraction(1)
-    jump: Fraction = Fraction(1)
-    padding: Fraction = Fraction(0)
+    rf: Any = 1
+    jump: Any = 1
+    padding: Any = 0
     status: str = COMPLETE
     cause: str | None = None
     folded: int | None = None
@@ -83,7 +83,7 @@ class Field:
     @staticmethod
     def unavailable(cause: str) -> Field:
         """No field: ``cause`` says where and why the data flow could not be followed."""
-        return Field(status=UNAVAILABLE, cause=cause)
+        return Field(1, 1, 0, UNAVAILABLE, cause)
 
 
 #: The field of a model input: a chain starts here.
@@ -94,16 +94,22 @@ SOURCE = Field()
 CONSTANT = Field()
 
 
-def _fraction(value: Any) -> Fraction:
-    if isinstance(value, Fraction):
+def _exact(value: Any) -> Any:
+    """An int, or an exact Fraction for a non-integral float (``1/3`` from a float stride stays 1/3)."""
+    if type(value) is int:
         return value
     if isinstance(value, float):
-        return Fraction(value).limit_denominator(1 << 20)  # 1/3 from a float stride stays 1/3
-    return Fraction(int(value))
+        if value.is_integer():
+            return int(value)
+        return Fraction(value).limit_denominator(1 << 20)
+    return value
 
 
-def number(value: Fraction) -> int | float:
+def number(value: Any) -> int | float:
     """A JSON number: an int when ``value`` is integral, else a float."""
+    if type(value) is int:
+        return value
+    value = Fraction(value)
     return int(value) if value.denominator == 1 else float(value)
 
 
@@ -115,20 +121,19 @@ def compose(field: Field, local: tuple[Any, Any, Any]) -> Field:
     """
     if field.status != COMPLETE:
         return field
-    k, s, p = (_fraction(v) for v in local)
-    return replace(
-        field,
-        rf=field.rf + (k - 1) * field.jump,
-        jump=field.jump * s,
-        padding=field.padding + p * field.jump,
-    )
+    k, s, p = local
+    if k == 1 and s == 1 and p == 0:  # point-wise: nothing changes (most calls)
+        return field
+    k, s, p = _exact(k), _exact(s), _exact(p)
+    jump = field.jump
+    return Field(field.rf + (k - 1) * jump, jump * s, field.padding + p * jump, COMPLETE, None, field.folded)
 
 
 def fold_into_features(field: Field, positions: int) -> Field:
     """The spatial axis of ``positions`` elements was folded into the feature axis (a flatten)."""
     if field.status != COMPLETE or field.folded is not None:
         return field
-    return replace(field, folded=positions)
+    return field._replace(folded=positions)
 
 
 def mix_folded(field: Field) -> Field:
@@ -136,7 +141,7 @@ def mix_folded(field: Field) -> Field:
     if field.status != COMPLETE or field.folded is None:
         return field
     n = field.folded
-    return replace(field, rf=field.rf + (n - 1) * field.jump, jump=field.jump * n, folded=None)
+    return Field(field.rf + (n - 1) * field.jump, field.jump * n, field.padding)
 
 
 def union(branches: list[tuple[Field, int]], length: int, where: str) -> Field:
@@ -168,7 +173,7 @@ def union(branches: list[tuple[Field, int]], length: int, where: str) -> Field:
             extents.append(end - start + 1)
             if i == 0:
                 starts.append(start)
-        return Field(rf=max(extents), jump=jump, padding=-starts[0], folded=folded.pop())
+        return Field(max(extents), jump, -starts[0], COMPLETE, None, folded.pop())
     if broken is not None:
         cause = broken.cause or f"a branch merged by {where} has no receptive field"
     elif len(folded) > 1:
@@ -177,7 +182,7 @@ def union(branches: list[tuple[Field, int]], length: int, where: str) -> Field:
         cause = f"{where} merges branches of different effective strides ({', '.join(str(number(j)) for j in sorted(jumps))})"
     if lower is None:
         return Field.unavailable(cause)
-    return Field(rf=lower, status=PARTIAL, cause=cause)
+    return Field(lower, 1, 0, PARTIAL, cause)
 
 
 #: Module classes whose output mixes the last (feature) axis, so folded positions all meet there.
@@ -202,10 +207,19 @@ def field_metrics(field: Field) -> dict[str, dict[str, Any]]:
 
     Partial: ``receptive_field`` is partial with its lower bound; stride and padding unavailable.
     """
-    common = {"unit": "elements", "scope": "module_call", "method": METHOD_MODULE_FORMULA}
     if field.status == COMPLETE:
-        values = (field.rf, field.jump, field.padding)
-        return {name: metric_result(status=COMPLETE, value=number(v), **common) for name, v in zip(CUMULATIVE_METRICS, values)}
+        # built directly (not through metric_result): three per leaf call, on the hot path
+        rf, jump, padding = number(field.rf), number(field.jump), number(field.padding)
+        method = METHOD_MODULE_FORMULA
+        return {
+            "receptive_field": {"status": COMPLETE, "value": rf, "known_value": rf, "unit": "elements",
+                                "scope": "module_call", "method": method},
+            "effective_stride": {"status": COMPLETE, "value": jump, "known_value": jump, "unit": "elements",
+                                 "scope": "module_call", "method": method},
+            "effective_padding": {"status": COMPLETE, "value": padding, "known_value": padding, "unit": "elements",
+                                  "scope": "module_call", "method": method},
+        }
+    common = {"unit": "elements", "scope": "module_call", "method": METHOD_MODULE_FORMULA}
     out = {name: metric_result(status=UNAVAILABLE, **common) for name in CUMULATIVE_METRICS}
     if field.status == PARTIAL:
         out["receptive_field"] = metric_result(status=PARTIAL, known_value=number(field.rf), **common)

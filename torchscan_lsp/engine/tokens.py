@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["token_dependencies", "mask_relation", "token_kind"]
+__all__ = ["KINDS_BY_CLASS", "token_dependencies", "mask_relation", "token_kind"]
 
 ALL, CAUSAL, LOCAL, UNKNOWN = "all_tokens", "causal", "token_local", "unknown"
 
@@ -174,18 +174,19 @@ _KINDS: tuple[tuple[Any, Any], ...] = (
     (nn.MultiheadAttention, _mha),
     ((nn.LayerNorm, nn.Linear) + ((_RMSNorm,) if _RMSNorm else ()), _local),
 )
-_BY_CLASS: dict[type, Any] = {}
+#: class -> record builder or None, filled by :func:`token_kind` (read directly on the hot path).
+KINDS_BY_CLASS: dict[type, Any] = {}
 
 
 def token_kind(module: nn.Module) -> Any:
     """The record builder for ``module``'s class, or None (cached per class)."""
     cls = type(module)
     try:
-        return _BY_CLASS[cls]
+        return KINDS_BY_CLASS[cls]
     except KeyError:
         pass
     found = next((fn for types, fn in _KINDS if issubclass(cls, types)), None)
-    _BY_CLASS[cls] = found
+    KINDS_BY_CLASS[cls] = found
     return found
 
 
