@@ -257,11 +257,9 @@ def test_module_hover_shows_operator_flops_of_its_call_line():
 
 
 def test_ignored_operator_is_neither_a_warning_nor_not_counted():
-    state = _state()
-    state.view.report["operator_flops"] = {"ignored_operators": {"aten.view": {"calls": 1, "reason": "Metadata-only tensor view."}}}
-    state.view.result["source_map"]["operators"].append({"file": "net.py", "line": 13, "operator": "aten.view", "calls": 1, "flops": None})
-    view = ResultView(state.view.result)
-    view.report["operator_flops"] = state.view.report["operator_flops"]
-    state.view = view
+    result = copy.deepcopy(RESULT)
+    result["report"]["operator_flops"] = {"ignored_operators": {"aten.view": {"calls": 1, "reason": "Metadata-only tensor view."}}}
+    result["source_map"]["operators"].append({"file": "net.py", "line": 13, "operator": "aten.view", "calls": 1, "flops": None})
+    state = _state(view=ResultView(result))
     assert "| aten.view | 1 | ignored: Metadata-only tensor view. |" in build_hover("net.py", 13, [state])
     assert not [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [state]) if d.range.start.line == 12]
