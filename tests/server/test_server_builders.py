@@ -34,7 +34,7 @@ from lsprotocol import types
 from torchscan_lsp.server.code_lens import build_code_lenses
 from torchscan_lsp.server.diagnostics import build_diagnostics
 from torchscan_lsp.server.hover import build_hover
-from torchscan_lsp.server.inlay_hints import build_inlay_hints
+from torchscan_lsp.server.inlay_hints import build_inlay_hints, outermost
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.settings import InlayHintSettings
@@ -263,3 +263,10 @@ def test_ignored_operator_is_neither_a_warning_nor_not_counted():
     state = _state(view=ResultView(result))
     assert "| aten.view | 1 | ignored: Metadata-only tensor view. |" in build_hover("net.py", 13, [state])
     assert not [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [state]) if d.range.start.line == 12]
+
+
+def test_call_line_shows_the_outermost_call():
+    # "x = self.stage1(x)": Sequential stage1 and the two blocks it ran; then a loop over heads
+    assert outermost([("stage1", 0), ("stage1.0", 0), ("stage1.1", 0)]) == [("stage1", 0)]
+    assert outermost([("conv", 0), ("flat", 0)]) == [("conv", 0), ("flat", 0)]
+    assert outermost([("heads.0", 0), ("heads.1", 0)]) == [("heads.0", 0), ("heads.1", 0)]

@@ -58,9 +58,18 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     return label, tooltip
 
 
+def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The calls (in order) whose module is not inside another module called from the same line:
+    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
+    ``stage1``'s output."""
+    paths = {path for path, _ in calls}
+    return [(path, index) for path, index in calls
+            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]
+
+
 def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, str]:
-    """Label and tooltip of a call line: the output of the last module call made from it."""
-    last = view.by_key[calls[-1]]
+    """Label and tooltip of a call line: the output of the last outermost module call made from it."""
+    last = view.by_key[outermost(calls)[-1]]
     label = labels.shape_label(last.get("output"))
     shown = "\n".join(f"- `{p or '(root)'}` call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
