@@ -11,7 +11,7 @@ from lsprotocol import types
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.code_lens import model_latency
 from torchscan_lsp.server.diagnostics import UNTRUSTED_MESSAGE, error_message
-from torchscan_lsp.server.inlay_hints import STALE_NOTE
+from torchscan_lsp.server.inlay_hints import STALE_NOTE, outermost
 from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.state import TargetState
 
@@ -161,8 +161,9 @@ def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:
         if info.defined:
             parts.append(module_card(view, info.defined))
         if info.called:
-            outputs = ", ".join(labels.shape(view.by_key[k].get("output")) for k in info.called[-4:])
-            parts.append(f"Calls on this line: {len(info.called)}; output{'s' if len(info.called) > 1 else ''}: {outputs}")
+            calls = outermost(info.called)
+            outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
+            parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
         if info.operators:
             parts.append(operators_card(view, info.operators))
         if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
