@@ -90,10 +90,11 @@ async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 90
   }
 }
 
+/** The state a document's analysis ends in; `idle` (not analysed yet) and `running` are not final. */
 async function finalState(uri: string): Promise<string> {
   return until(`a final torchscan/status for ${uri}`, () => {
     const last = statuses.filter((status) => status.uri === uri).pop();
-    return last !== undefined && last.state !== 'running' ? last.state : undefined;
+    return last !== undefined && !['idle', 'running'].includes(last.state) ? last.state : undefined;
   });
 }
 
