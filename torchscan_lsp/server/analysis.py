@@ -24,7 +24,7 @@ from torchscan_lsp.worker import client as worker_client
 log = logging.getLogger(__name__)
 
 RunJob = Callable[..., Awaitable[dict]]
-"""``async (job, *, python, timeout_s) -> result``: :func:`torchscan_lsp.worker.client.run`."""
+"""``async (job, *, python, timeout_s, memory_mb) -> result``: :func:`torchscan_lsp.worker.client.run`."""
 
 _JOB_ONLY_OPTIONS = ("measure", "timeout")
 
@@ -265,7 +265,8 @@ class Analyzer:
         self._notify([state], set())
         before = state.files
         try:
-            result = await self.run_job(job, python=self.settings.python, timeout_s=timeout)
+            result = await self.run_job(job, python=self.settings.python, timeout_s=timeout,
+                                        memory_mb=self.settings.memoryLimitMb)
         except asyncio.CancelledError:
             if self.scheduler.is_current(state.key, task):
                 state.running = False

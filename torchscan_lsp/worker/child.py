@@ -17,14 +17,18 @@ never sees half a document. An exception that escapes the runner becomes a resul
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from torchscan_lsp.worker.limits import die_with_parent
 
 
 def _redirect_output(log_path: str | None) -> None:
@@ -53,7 +57,7 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="torchscan-parent-watch", daemon=True).start()
 
 
-def _write_result(path: str, result: dict[str, Any]) -> None:
+def write_result(path: str, result: dict[str, Any]) -> None:
     """Write ``result`` as JSON to ``path`` atomically (temporary name, then rename)."""
     temporary = Path(path).with_suffix(".partial")
     temporary.write_text(json.dumps(result, allow_nan=False, default=str), encoding="utf-8")
@@ -71,7 +75,8 @@ def _crash(target: Any, error: BaseException) -> dict[str, Any]:
     }
 
 
-def _run_job(job_path: str) -> dict[str, Any]:
+def run_job_file(job_path: str) -> dict[str, Any]:
+    """Run the job stored as JSON at ``job_path``; any exception becomes a ``crash`` result."""
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
     root = job.get("workspace_root")
     if root and root not in sys.path:
@@ -110,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _redirect_output(args.log)
     _exit_with_parent()
-    result = _run_job(args.job) if args.job else _render_html(*args.render_html)
-    _write_result(args.result, result)
+    die_with_parent(os.getppid())
+    # A crash or a stop at a limit leaves the Python stack in the log (SIGUSR1: dump it now),
+    # from which the server takes the line to report.
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=False)
+    result = run_job_file(args.job) if args.job else _render_html(*args.render_html)
+    write_result(args.result, result)
     return 0

@@ -1,49 +1,34 @@
-"""Server side of a worker job: start the child process, wait for its result, enforce limits.
+"""Server side of a worker job: start the job's process, wait for its result, enforce limits.
 
-This module never imports torch. One job is one fresh process, ``python -m torchscan_lsp.worker``,
-run by the workspace's interpreter with the workspace root as its working directory and first on
-``sys.path``. The child writes its result JSON to a file in a private temporary directory (never to
-stdout, which the model may print on); its stdout and stderr go to a log file there, of which the
-last :data:`LOG_TAIL_CHARS` characters come back in the result as ``log_tail``.
+This module never imports torch. A job runs in a fresh child process forked from a warm parent of
+the job's interpreter (:mod:`.pool`: torch already imported, so a save becomes hints quickly), or,
+where that is impossible, in a cold ``python -m torchscan_lsp.worker`` process run by the
+workspace's interpreter with the workspace root as its working directory and first on
+``sys.path``. Either way the child writes its result JSON to a file in a private temporary
+directory (never to stdout, which the model may print on); its stdout and stderr go to a log file
+there, of which the last :data:`LOG_TAIL_CHARS` characters come back in the result as ``log_tail``
+and are logged by the server. :mod:`.supervisor` enforces the time and memory limits.
 
-:func:`run` is the only entry point; a warm pool can replace its internals without changing it.
+:func:`run` is the only entry point for analyses.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import torchscan_lsp
+from torchscan_lsp.worker import pool
+from torchscan_lsp.worker.supervisor import LOG_TAIL_CHARS, failure, kill_group, outcome, supervise
 
-LOG_TAIL_CHARS = 4000
-"""How much of the end of the child's combined stdout/stderr a result carries."""
+__all__ = ["LOG_TAIL_CHARS", "failure", "run", "render_html"]
 
 _PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
-
-
-def failure(job: Mapping[str, Any], kind: str, message: str, *, log_tail: str = "") -> dict:
-    """A failed result for ``job`` (schema in docs/architecture.md) with no source location.
-
-    ``kind`` is one of ``timeout``, ``crash``, ``cancelled``, ... ; the server places such an error
-    on the target's own line.
-    """
-    result = {
-        "ok": False,
-        "target": job.get("target"),
-        "error": {"kind": kind, "type": None, "message": message, "file": None, "line": None},
-        "imported_files": [],
-    }
-    if log_tail:
-        result["log_tail"] = log_tail
-    return result
 
 
 def _environment(workspace_root: str) -> dict[str, str]:
@@ -58,31 +43,8 @@ def _environment(workspace_root: str) -> dict[str, str]:
     return env
 
 
-def _tail(path: Path) -> str:
-    """The last :data:`LOG_TAIL_CHARS` characters of a log file ('' when it is missing)."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_TAIL_CHARS * 4))
-            text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return text[-LOG_TAIL_CHARS:]
-
-
-async def _kill(process: asyncio.subprocess.Process) -> None:
-    """Kill the child's whole process group (the model may have started processes of its own) and
-    reap the child; a child that already exited is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    with contextlib.suppress(Exception):
-        await process.wait()
-
-
-async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: float = 60.0) -> dict:
+async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: float = 60.0,
+              memory_mb: float | None = None) -> dict:
     """Run one analysis job in a fresh worker process and return its result object.
 
     Args:
@@ -90,16 +52,20 @@ async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: f
         python: interpreter for the child; ``None`` means ``sys.executable``.
         timeout_s: wall-clock limit in seconds; past it the child is killed and the result is a
             failure of kind ``timeout``.
+        memory_mb: resident memory limit in MiB (``None``: none); past it the child is killed and
+            the result is a failure of kind ``memory``.
 
     Returns:
         The child's result object, with ``log_tail`` added when the child printed anything; or a
-        failure of kind ``timeout`` or ``crash`` (the child exited without a readable result, e.g.
-        killed by a signal, or the interpreter could not start).
+        failure of kind ``timeout``, ``memory`` or ``crash`` (the child exited without a readable
+        result, e.g. killed by a signal, or the interpreter could not start), located at the
+        innermost workspace frame of the stack the child dumped, when it dumped one.
 
     Raises:
         asyncio.CancelledError: when the awaiting task is cancelled; the child is killed first.
     """
-    return await _spawn(job, ["--job", "{job}", "--result", "{result}"], python=python, timeout_s=timeout_s)
+    return await _spawn(job, ["--job", "{job}", "--result", "{result}"], python=python, timeout_s=timeout_s,
+                        memory_mb=memory_mb, warm=True)
 
 
 async def render_html(report: Mapping[str, Any], html_path: str, workspace_root: str, *,
@@ -117,38 +83,50 @@ async def render_html(report: Mapping[str, Any], html_path: str, workspace_root:
                         python=python, timeout_s=timeout_s)
 
 
-async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None, timeout_s: float) -> dict:
+class _ColdJob:
+    """A job in a process of its own, started by this server."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.pid = process.pid
+        self.process = process
+
+    async def wait(self) -> int | None:
+        return await self.process.wait()
+
+
+async def _start_cold(root: str, python: str | None, argv: list[str], log_path: Path) -> _ColdJob:
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            python or sys.executable, "-m", "torchscan_lsp.worker", *argv,
+            cwd=root, env=_environment(root),
+            stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,
+        )
+    return _ColdJob(process)
+
+
+async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None, timeout_s: float,
+                 memory_mb: float | None = None, warm: bool = False) -> dict:
     root = str(job.get("workspace_root") or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="torchscan-job-") as scratch:
         folder = Path(scratch)
         job_path, result_path, log_path = folder / "job.json", folder / "result.json", folder / "log.txt"
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        argv = [a.format(job=job_path, result=result_path) for a in args] + ["--log", str(log_path)]
-        with log_path.open("ab") as log:
+        process = None
+        if warm:
+            process = await pool.start_job(python or sys.executable, {
+                "job": str(job_path), "result": str(result_path), "log": str(log_path),
+                "cwd": root, "memory_mb": memory_mb})
+        if process is None:
+            argv = [a.format(job=job_path, result=result_path) for a in args] + ["--log", str(log_path)]
             try:
-                process = await asyncio.create_subprocess_exec(
-                    python or sys.executable, "-m", "torchscan_lsp.worker", *argv,
-                    cwd=root, env=_environment(root),
-                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
-                    start_new_session=True,
-                )
+                process = await _start_cold(root, python, argv, log_path)
             except OSError as error:
                 return failure(job, "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
         try:
-            returncode = await asyncio.wait_for(process.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            await _kill(process)
-            return failure(job, "timeout", f"the analysis took longer than {timeout_s:g} s and was stopped "
-                           "(raise torchscan.timeoutSeconds if the model needs longer)", log_tail=_tail(log_path))
-        except asyncio.CancelledError:
-            await _kill(process)
-            raise
-        log_tail = _tail(log_path)
-        try:
-            result = json.loads(result_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            reason = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
-            return failure(job, "crash", f"the worker process ended without a result ({reason})", log_tail=log_tail)
-        if log_tail:
-            result["log_tail"] = log_tail
-        return result
+            status, limit = await supervise(process, timeout_s=timeout_s, memory_mb=memory_mb)
+        finally:
+            # Whatever the model started in its process group goes too.
+            kill_group(process.pid)
+        return outcome(job, status, limit, result_path=result_path, log_path=log_path,
+                       timeout_s=timeout_s, memory_mb=memory_mb)

@@ -1,0 +1,119 @@
+"""Per-job limits and process hygiene, shared by the server side and the worker processes.
+
+Never imports torch. Three concerns, each a few small functions:
+
+* **Dying with the parent** (:func:`die_with_parent`): a worker process asks the kernel to send it
+  ``SIGKILL`` when its parent goes away (Linux ``PR_SET_PDEATHSIG``), so a server that crashes or
+  is killed leaves no model running.
+* **Memory** (:func:`rss_bytes`, :func:`cap_address_space`, :func:`is_out_of_memory`): the server
+  polls the resident set size of each job's process and kills it past the limit; in the process
+  itself an address-space cap a good deal above the limit makes one huge allocation fail at once
+  (before it can touch pages) instead of swapping the machine.
+* **Messages** (:func:`timeout_message`, :func:`memory_message`): the text of the diagnostics.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import signal
+import sys
+from typing import Any, Mapping
+
+_PR_SET_PDEATHSIG = 1
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+ADDRESS_SPACE_FACTOR = 2
+"""The address-space cap is the process's size at the start of the job plus this many times the
+memory limit: virtual reservations (thread stacks, allocator arenas) must not trip it, while an
+allocation of far more than the limit still fails at once."""
+
+_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "out of memory")
+
+
+def die_with_parent(expected_parent: int | None = None) -> bool:
+    """Have the kernel ``SIGKILL`` this process when its parent exits (Linux only).
+
+    ``expected_parent`` is the pid the caller believes is its parent; if the parent already died
+    before the request took effect (the process was re-parented), this process exits at once.
+    Returns whether the request is in place (``False`` off Linux, where the caller falls back to
+    other means: the parent's pipe closing, process groups).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)
+    return True
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of process ``pid`` in bytes, from ``/proc``; ``None`` when unknown (the
+    process is gone, or the platform has no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _address_space_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cap_address_space(memory_mb: float | None) -> None:
+    """Cap this process's address space (``RLIMIT_AS``) at its current size plus
+    :data:`ADDRESS_SPACE_FACTOR` times ``memory_mb`` MiB; nothing happens without a limit, off
+    Linux, or when the current hard limit is lower already."""
+    if not memory_mb:
+        return
+    current = _address_space_bytes()
+    if current is None:
+        return
+    cap = current + int(ADDRESS_SPACE_FACTOR * memory_mb * 1024 * 1024)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and hard < cap:
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def format_mebibytes(memory_mb: float) -> str:
+    """``8192`` → ``"8 GiB"``, ``1536`` → ``"1.5 GiB"``, ``300`` → ``"300 MiB"``."""
+    if memory_mb >= 1024:
+        return f"{memory_mb / 1024:g} GiB"
+    return f"{memory_mb:g} MiB"
+
+
+def timeout_message(timeout_s: float) -> str:
+    """The message of a job stopped at its wall-clock limit of ``timeout_s`` seconds."""
+    return (f"analysis stopped after {timeout_s:g} s (raise torchscan.timeoutSeconds, or the target's "
+            "timeout option, if the model needs longer)")
+
+
+def memory_message(memory_mb: float) -> str:
+    """The message of a job stopped at its memory limit of ``memory_mb`` MiB."""
+    return (f"analysis used more than {format_mebibytes(memory_mb)} and was stopped "
+            "(raise torchscan.memoryLimitMb if the model needs more)")
+
+
+def is_out_of_memory(result: Mapping[str, Any]) -> bool:
+    """Whether a failed result is an allocation that failed (``MemoryError``, or PyTorch's
+    allocator refusing), which under a memory limit means the limit was hit."""
+    error = result.get("error") or {}
+    if result.get("ok") or not isinstance(error, Mapping):
+        return False
+    if error.get("type") == "MemoryError":
+        return True
+    message = str(error.get("message") or "").lower()
+    return any(marker in message for marker in _OOM_MARKERS)

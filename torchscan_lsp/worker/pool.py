@@ -1,0 +1,241 @@
+"""Warm worker parents, one per interpreter, and the jobs forked from them (server side, no torch).
+
+A :class:`WarmParent` runs ``python -m torchscan_lsp.worker.zygote`` (see :mod:`.zygote` for the
+line protocol) and asks it to fork a child per job; a job started this way is a :class:`WarmJob`,
+whose exit status arrives from the warm parent (which reaps it). :func:`start_job` is the entry
+point: it starts (or restarts) the warm parent of an interpreter on demand and returns ``None``
+when a warm start is impossible, in which case the caller starts a cold process instead:
+
+* the platform has no ``fork`` (or is not Linux, where forking after importing torch is the
+  well-trodden path), or ``TORCHSCAN_LSP_WARM=0`` is set in the server's environment;
+* the warm parent of that interpreter could not start (torch does not import there, say): that
+  interpreter then gets cold starts, which report the real error on the target.
+
+A warm parent that dies (killed, or crashed) is restarted by the next job; the jobs it was running
+die with it (their parent-death signal) and end as crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import torchscan_lsp
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 180.0
+"""How long a warm parent may take to import torch and warm up before it counts as failed."""
+
+_PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
+
+
+def warm_starts_possible() -> bool:
+    """Whether jobs can be forked from warm parents here (Linux with ``fork``, not disabled by
+    ``TORCHSCAN_LSP_WARM=0``)."""
+    return (hasattr(os, "fork") and sys.platform.startswith("linux")
+            and os.environ.get("TORCHSCAN_LSP_WARM", "1") != "0")
+
+
+class WarmJob:
+    """A job process forked by a warm parent.
+
+    Attributes:
+        pid: the child's process id (also its process group and session id).
+    """
+
+    def __init__(self, pid: int, exited: asyncio.Future) -> None:
+        self.pid = pid
+        self._exited = exited
+
+    async def wait(self) -> int | None:
+        """The child's exit status (negative: killed by that signal), or ``None`` when its warm
+        parent died first (the child died with it)."""
+        return await asyncio.shield(self._exited)
+
+
+class WarmParent:
+    """The warm parent process of one interpreter.
+
+    Args:
+        python: the interpreter that runs it and its children.
+    """
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.process: asyncio.subprocess.Process | None = None
+        self.failure: str | None = None
+        self._ready: asyncio.Future | None = None
+        self._ids = itertools.count(1)
+        self._started: dict[int, asyncio.Future] = {}
+        self._exited: dict[int, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process runs (it may still be warming up)."""
+        return self.process is not None and self.process.returncode is None
+
+    async def ensure_started(self) -> bool:
+        """Start the warm parent unless it runs; wait until it is warm. Returns ``False`` when it
+        could not start (:attr:`failure` says why), ``True`` when it is ready."""
+        if self.failure is not None:
+            return False
+        if self._ready is None or (self._ready.done() and not self.alive):
+            self._ready = asyncio.ensure_future(self._start())
+        return await asyncio.shield(self._ready)
+
+    async def _start(self) -> bool:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        try:
+            # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
+            self.process = await asyncio.create_subprocess_exec(
+                self.python, "-m", "torchscan_lsp.worker.zygote", cwd="/", env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
+                start_new_session=True, limit=1 << 20)
+            line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
+            event = json.loads(line) if line else {"event": "failed", "message": "it exited while starting"}
+        except (OSError, ValueError, asyncio.TimeoutError) as error:
+            event = {"event": "failed", "message": f"{type(error).__name__}: {error}"}
+        if event.get("event") != "ready":
+            self.failure = str(event.get("message"))
+            log.warning("no warm worker for %s (%s); analyses start cold", self.python, self.failure)
+            self.close()
+            return False
+        log.info("warm worker for %s ready (pid %s)", self.python, event.get("pid"))
+        self._reader = asyncio.ensure_future(self._read_events(self.process))
+        return True
+
+    async def _read_events(self, process: asyncio.subprocess.Process) -> None:
+        try:
+            while line := await process.stdout.readline():
+                event = json.loads(line)
+                request = event.get("id")
+                if event.get("event") == "started" and request in self._started:
+                    self._started.pop(request).set_result(event["pid"])
+                elif event.get("event") == "exited":
+                    started = self._started.pop(request, None)
+                    if started is not None and not started.done():  # the fork itself failed
+                        started.set_exception(OSError(event.get("message") or "fork failed"))
+                    exited = self._exited.pop(request, None)
+                    if exited is not None and not exited.done():
+                        exited.set_result(event.get("status"))
+        except (ValueError, OSError) as error:
+            log.error("warm worker for %s sent garbage: %r", self.python, error)
+        finally:
+            # The warm parent is gone: its children died with it.
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            for started in self._started.values():
+                if not started.done():
+                    started.set_exception(ConnectionError("the warm worker process died"))
+            for exited in self._exited.values():
+                if not exited.done():
+                    exited.set_result(None)
+            self._started.clear()
+            self._exited.clear()
+            with contextlib.suppress(Exception):
+                await process.wait()
+            log.warning("warm worker for %s stopped (status %s)", self.python, process.returncode)
+
+    async def fork(self, request: dict[str, Any]) -> WarmJob:
+        """Ask the warm parent to fork a child for ``request`` (see :mod:`.zygote`).
+
+        Raises:
+            ConnectionError: the warm parent is not running or died.
+            OSError: the fork failed.
+        """
+        if not self.alive or self._reader is None or self._reader.done():
+            raise ConnectionError("the warm worker process is not running")
+        loop = asyncio.get_running_loop()
+        request_id = next(self._ids)
+        started, exited = loop.create_future(), loop.create_future()
+        self._started[request_id], self._exited[request_id] = started, exited
+        self.process.stdin.write((json.dumps({**request, "id": request_id}) + "\n").encode())
+        try:
+            await self.process.stdin.drain()
+            pid = await asyncio.shield(started)
+        except asyncio.CancelledError:
+            # Cancelled before the child's pid arrived: kill the child as soon as it does.
+            started.add_done_callback(lambda f: f.exception() is None and _kill_group(f.result()))
+            raise
+        except (ConnectionError, BrokenPipeError) as error:
+            raise ConnectionError("the warm worker process died") from error
+        return WarmJob(pid, exited)
+
+    def close(self) -> None:
+        """Stop the warm parent: closing its stdin makes it kill its children and exit; it is
+        killed outright as well, in case it is stuck."""
+        process, self.process = self.process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(Exception):
+            process.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+def _kill_group(pid: int) -> None:
+    """``SIGKILL`` the process group led by ``pid`` (a job child and whatever it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+_parents: dict[str, WarmParent] = {}
+
+
+async def start_job(python: str, request: dict[str, Any]) -> WarmJob | None:
+    """Start a job in a child of ``python``'s warm parent (started or restarted on demand).
+
+    ``request`` holds ``job``, ``result`` and ``log`` (paths), ``cwd`` and ``memory_mb``. Returns
+    ``None`` when no warm start is possible (see the module's docstring): start it cold then.
+    """
+    if not warm_starts_possible():
+        return None
+    parent = _parents.get(python)
+    if parent is None:
+        parent = _parents[python] = WarmParent(python)
+    if not await parent.ensure_started():
+        return None
+    try:
+        return await parent.fork(request)
+    except ConnectionError:  # it died just now: one restart, then give up on warmth for this job
+        if not await parent.ensure_started():
+            return None
+        try:
+            return await parent.fork(request)
+        except (ConnectionError, OSError):
+            return None
+    except OSError:
+        return None
+
+
+async def prewarm(python: str) -> bool:
+    """Start ``python``'s warm parent ahead of the first job; returns whether it is ready."""
+    if not warm_starts_possible():
+        return False
+    parent = _parents.setdefault(python, WarmParent(python))
+    return await parent.ensure_started()
+
+
+def warm_parent_pids() -> list[int]:
+    """Process ids of the running warm parents (for tests and diagnostics)."""
+    return [p.process.pid for p in _parents.values() if p.alive]
+
+
+def shutdown() -> None:
+    """Stop every warm parent (at server exit; they would also stop on their own when the server's
+    end of their stdin closes)."""
+    for parent in list(_parents.values()):
+        parent.close()
+    _parents.clear()

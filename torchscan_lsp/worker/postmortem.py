@@ -1,0 +1,47 @@
+"""Where a worker process was when it died: the last Python stack it dumped into its log.
+
+Job processes enable :mod:`faulthandler`, so a fatal signal (a segfault, a C++ abort) writes the
+Python stack to their output, and ``SIGUSR1`` (sent by the server before it kills a job at a
+limit) does the same. The innermost frame of the last such dump that lies inside the workspace
+is the line to show the diagnostic on. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+LOG_WINDOW_BYTES = 64 * 1024
+"""How much of the end of a log is searched for a stack dump."""
+
+_DUMP_START = re.compile(r"^(?:Current thread|Thread|Stack) .*\(most recent call first\):\s*$", re.MULTILINE)
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in ', re.MULTILINE)
+
+
+def read_end(path: str | Path, size: int = LOG_WINDOW_BYTES) -> str:
+    """The last ``size`` bytes of the file at ``path``, decoded leniently ('' when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def last_stack_location(log_text: str, workspace_root: str) -> tuple[str, int] | None:
+    """The innermost workspace frame of the last stack dump in ``log_text``, as a
+    ``(workspace-relative path with / separators, 1-based line)`` pair; ``None`` without one."""
+    starts = list(_DUMP_START.finditer(log_text))
+    if not starts:
+        return None
+    dump = log_text[starts[-1].end():]
+    root = Path(workspace_root).resolve()
+    for frame in _FRAME.finditer(dump):  # most recent call first: the first hit is the innermost
+        try:
+            relative = Path(frame["file"]).resolve().relative_to(root)
+        except (ValueError, OSError):
+            continue
+        return relative.as_posix(), int(frame["line"])
+    return None
