@@ -643,3 +643,19 @@ def test_a_transformers_model_with_token_ids_and_mask():
     assert json.loads(json.dumps(report)) == report
     structure = crawl_module(model, kwargs={"input_ids": ids, "attention_mask": mask}, mode="structure")
     assert [l["path"] for l in structure["layers"]] == paths
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_garbage_collector_state_is_restored(enabled):
+    import gc
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        crawl_module(nn.Linear(2, 2), (2,))
+        assert gc.isenabled() is enabled
+        with pytest.raises(KeyError):
+            crawl_module(Raising(), (3, 4, 4))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

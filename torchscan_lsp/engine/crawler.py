@@ -15,6 +15,9 @@ are restored and hooks removed whatever happens; an exception of the forward pro
 
 from __future__ import annotations
 
+import functools
+import gc
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -80,6 +83,30 @@ def run_forward(
                 submodule.training = flag
 
 
+def _collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Pause Python's cyclic garbage collector while ``fn`` runs (as ``timeit`` does).
+
+    An analysis allocates thousands of small dicts and lists (one layer record per module call).
+    With the collector on, those allocations trigger collections that traverse every object of the
+    process — on a model of many small modules that costs more than the analysis itself. The
+    records form no reference cycles and are freed by reference counting when the report is
+    dropped. The collector's previous state is restored afterwards, even when ``fn`` raises.
+    """
+
+    @functools.wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if collecting:
+                gc.enable()
+
+    return paused
+
+
+@_collector_paused
 def crawl_module(
     module: nn.Module,
     input_shape: Any = None,

@@ -267,9 +267,14 @@ class _CountingMode(TorchDispatchMode):
             packet = func._overloadpacket
             counter = self.counter
             counter.packets[id(packet)] = packet
-            decompose = func is not _DEVICE_OP and (
-                _COMPOSITE in getattr(func, "py_kernels", ())
-                or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE)
+            # FlopCounterMode's rule: decompose unless the registry names this very overload
+            decompose = (
+                func is not _DEVICE_OP
+                and func not in counter.registry
+                and (
+                    _COMPOSITE in getattr(func, "py_kernels", ())
+                    or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE)
+                )
             )
             info = (_DECOMPOSE if decompose else _PLAIN, id(packet), counter.registry.get(packet))
         self.info[id(func)] = info
