@@ -12,7 +12,8 @@ metric-leaf call is active, i.e. in a container's own ``forward``). From this it
 * the container-work cross-check (:mod:`.containers`);
 * ``token_dependencies`` records of attention, Transformer, normalisation and ``Linear`` calls
   (:mod:`.tokens`);
-* ``context["execution_path"]``: how the forward ran and which fused kernels were counted.
+* ``context["execution_path"]``: how the forward ran, which fused kernels were counted and, on the
+  meta device, what cannot be measured there (peak memory, latency) and why.
 
 The hot path is the operator check: the counter reads :attr:`ExecutionPaths.outside` (a bool kept
 up to date on every module call) and calls :meth:`ExecutionPaths.observe` only when it is true.
@@ -42,7 +43,7 @@ from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
 from torchscan_lsp.engine.tokens import KINDS_BY_CLASS as _TOKEN_KINDS
 from torchscan_lsp.engine.tokens import UNKNOWN, token_dependencies, token_kind
 
-__all__ = ["ExecutionPaths", "FUSED_KERNELS"]
+__all__ = ["ExecutionPaths", "FUSED_KERNELS", "META_UNAVAILABLE"]
 
 #: Fused CPU/GPU kernels that replace a module's decomposed work when PyTorch takes a fast path.
 FUSED_KERNELS = frozenset(
@@ -58,6 +59,12 @@ FUSED_KERNELS = frozenset(
         "aten.mkldnn_rnn_layer",
     )
 )
+#: What an analysis on the meta device cannot give, and why (spec A.8).
+META_UNAVAILABLE = {
+    "peak_memory": "The meta device holds no data and allocates no memory; measure peak memory on cpu, "
+    "cuda or mps.",
+    "latency": "The meta device runs no kernels, so there is nothing to time; measure latency on cpu, cuda or mps.",
+}
 _POINTWISE = (1, 1, 0)
 _TENSOR = torch.Tensor
 _UNKNOWN_KIND = object()
@@ -73,8 +80,10 @@ class ExecutionPaths:
 
     def __init__(self, inputs: tuple[tuple, dict], constants: list[torch.Tensor]) -> None:
         self.states = TensorStates({id(t) for t in constants})
-        for tensor in tensors_in(inputs):
+        sources = tensors_in(inputs)
+        for tensor in sources:
             self.states.set(tensor, SOURCE)
+        self._meta = any(t.is_meta for t in sources) or any(t.is_meta for t in constants)
         #: True while a container is the innermost active module and no leaf call is active.
         self.outside = False
         self._stack: list[tuple[Any, int | None]] = []
@@ -244,8 +253,11 @@ class ExecutionPaths:
     def _execution_path(self) -> dict[str, Any]:
         counter = self._counter
         ran = {str(counter.packets[key]) for key in counter.calls} if counter is not None else set()
-        return {
+        path: dict[str, Any] = {
             "grad_mode": "no_grad",
             "module_hooks": "global",
             "fused_kernels": sorted(ran & FUSED_KERNELS),
         }
+        if self._meta:
+            path["unavailable_on_meta"] = dict(META_UNAVAILABLE)
+        return path
