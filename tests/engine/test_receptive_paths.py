@@ -257,3 +257,29 @@ def test_table_shows_cumulative_values_and_lower_bounds(capsys):
     rows = capsys.readouterr().out.splitlines()
     (head,) = [row for row in rows if row.startswith("├─head")]
     assert head.split()[-1] == ">=3"
+
+
+class SqueezeExcite(nn.Module):
+    """y = conv(x); y · sigmoid(fc(pool(y))): the scale is one position broadcast over all of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Conv2d(2, 2, 1)
+        self.head = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.head(y * torch.sigmoid(self.fc(self.pool(y))))
+
+
+def test_broadcast_scale_makes_every_position_see_the_whole_input():
+    # conv k3 p1 on 8 positions: (3, 1, 1). The global pool's window is all 8 positions:
+    # 3 + (8 - 1)·1 = 10, jump 8, padding 1: input [-1, 8]. y·scale at position i depends on
+    # [i - 1, i + 1] ∪ [-1, 8] = [-1, 8] for every i: field 10, stride 1 (y's), padding 1.
+    report = crawl_module(SqueezeExcite(), (2, 8, 8))
+    values = fields(report)
+    assert values["pool"] == (10, 8, 1)
+    assert values["head"] == (10, 1, 1)
+    assert rf_diagnostics(report) == []

@@ -47,10 +47,10 @@ def is_matmul_class(name: str) -> bool:
     """Whether operator ``name`` is matrix, convolution or attention work (counts as MACs)."""
     global _MATMUL
     if _MATMUL is None:
-        from torchscan_lsp.engine.operator_formulas._base import FAMILY
+        from torchscan_lsp.engine.operator_formulas import FORMULA_FAMILIES
 
         _MATMUL = {str(packet) for packet in flop_registry} | {
-            op for op, family in FAMILY.items() if family in _MATMUL_FAMILIES
+            op for op, family in FORMULA_FAMILIES.items() if family in _MATMUL_FAMILIES
         }
     return name in _MATMUL
 

@@ -116,9 +116,9 @@ def _kind_of(name: str) -> str:
         return "view"
     if base == "cat":
         return "cat"
-    from torchscan_lsp.engine.operator_formulas._base import FAMILY
+    from torchscan_lsp.engine.operator_formulas import FORMULA_FAMILIES
 
-    family = FAMILY.get(name) or FAMILY.get(name.rstrip("_"))
+    family = FORMULA_FAMILIES.get(name) or FORMULA_FAMILIES.get(name.rstrip("_"))
     if family == "elementwise" or (family == "activation" and "softmax" not in base and base != "glu"):
         return "elementwise"
     return "mixing"
