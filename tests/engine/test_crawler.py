@@ -207,6 +207,7 @@ def test_module_diagnostics_come_before_operator_diagnostics(monkeypatch):
     from torchscan_lsp.engine import operator_formulas
 
     monkeypatch.setattr(operator_formulas, "DEFAULT_FORMULAS", {})
+    monkeypatch.setattr(operator_formulas, "DECOMPOSITION_GUARDS", {}, raising=False)
     report = crawl_module(partial_model(), (3, 8, 8))
     kinds = ["operator" if "operator" in d else "module" for d in report["diagnostics"]]
     assert kinds == sorted(kinds, key=lambda kind: kind == "operator") and "operator" in kinds

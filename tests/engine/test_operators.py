@@ -19,6 +19,7 @@ from torchscan_lsp.engine.operators import (
     IGNORED_OPERATORS,
     REFERENCE_IGNORED,
     OperatorCounter,
+    default_mapping,
     not_requested_flop_report,
 )
 
@@ -30,12 +31,14 @@ FCM = "torch.utils.flop_counter.FlopCounterMode"
 def no_default_formulas(monkeypatch):
     """Behave as if this project shipped no operator formulas (PyTorch's own only)."""
     monkeypatch.setattr(operator_formulas, "DEFAULT_FORMULAS", {})
+    monkeypatch.setattr(operator_formulas, "DECOMPOSITION_GUARDS", {}, raising=False)
 
 
 @pytest.fixture
 def sin_formula(monkeypatch):
     """A default table with one known formula: 5 FLOPs per aten.sin call."""
     monkeypatch.setattr(operator_formulas, "DEFAULT_FORMULAS", {aten.sin: lambda *a, out_shape=None, **k: 5})
+    monkeypatch.setattr(operator_formulas, "DECOMPOSITION_GUARDS", {}, raising=False)
 
 
 def dispatch_depth() -> int:
@@ -169,8 +172,7 @@ def test_ignored_operators_are_reported_with_calls_and_reason():
     assert report["diagnostics"] == [] and report["total"]["status"] == "complete"
 
 
-def test_diagnostics_are_sorted_by_operator(monkeypatch):
-    monkeypatch.setattr(operator_formulas, "DEFAULT_FORMULAS", {})
+def test_diagnostics_are_sorted_by_operator(no_default_formulas):
     x = torch.rand(4)
     report = measure_flops(lambda: (torch.tan(x), torch.cos(x), torch.cos(x), torch.abs(x)))
     assert [d["operator"] for d in report["diagnostics"]] == ["aten.abs", "aten.cos", "aten.tan"]
@@ -210,7 +212,7 @@ def test_counts_equal_pytorch_flop_counter_mode(name, grad):
     """The single-mode counter gives exactly what a stock FlopCounterMode gives with the same formulas."""
     workload = _workloads()[name]
     with torch.set_grad_enabled(grad):
-        with FlopCounterMode(display=False, custom_mapping=operator_formulas.DEFAULT_FORMULAS) as stock:
+        with FlopCounterMode(display=False, custom_mapping=default_mapping()) as stock:
             workload()
         ours = measure_flops(workload)
     raw = stock.get_flop_counts()
@@ -231,13 +233,24 @@ def test_stock_fallback_gives_the_same_report(name):
         assert report[key] == ours[key], key
 
 
-def test_composite_operators_are_counted_through_their_decomposition():
+def test_composite_operators_are_counted_through_their_decomposition(no_default_formulas):
     linear = nn.Linear(3, 2)
     x = torch.rand(1, 3)
     with torch.inference_mode():  # aten.linear reaches the dispatcher here
         report = measure_flops(lambda: linear(x))
     assert report["by_operator"] == {"aten.addmm": 12}
-    assert "aten.linear" not in json.dumps(report)
+    assert "aten.linear" not in json.dumps(report)  # what ran was counted: no false "uncounted"
+
+
+def test_a_guarded_composite_is_counted_by_its_own_formula(monkeypatch):
+    linear = nn.Linear(3, 2)
+    x = torch.rand(1, 3)
+    formula = lambda *args, out_shape=None, **kwargs: 7  # noqa: E731
+    monkeypatch.setattr(operator_formulas, "DEFAULT_FORMULAS", {aten.linear: formula})
+    monkeypatch.setattr(operator_formulas, "DECOMPOSITION_GUARDS", {aten.linear.default: formula}, raising=False)
+    with torch.inference_mode():
+        report = measure_flops(lambda: linear(x))
+    assert report["by_operator"] == {"aten.linear": 7}
 
 
 def test_paused_counter_neither_records_nor_counts():

@@ -199,12 +199,18 @@ def _compiled(formula: Callable[..., Any]) -> Callable[[tuple, dict, Any], Any]:
     return compiled
 
 
-def _build_registry(custom_mapping: Mapping[Any, Any] | None) -> dict[Any, Callable[[tuple, dict, Any], Any]]:
-    """Packet -> compiled formula: PyTorch's, under the defaults, under the caller's."""
-    from torchscan_lsp.engine.operator_formulas import DEFAULT_FORMULAS
+def default_mapping() -> dict[Any, Any]:
+    """This project's formulas: ``DEFAULT_FORMULAS`` by packet, then ``DECOMPOSITION_GUARDS`` by
+    overload (overloads that would otherwise be decomposed before their formula could count them)."""
+    from torchscan_lsp.engine import operator_formulas
 
+    return {**operator_formulas.DEFAULT_FORMULAS, **getattr(operator_formulas, "DECOMPOSITION_GUARDS", {})}
+
+
+def _build_registry(custom_mapping: Mapping[Any, Any] | None) -> dict[Any, Callable[[tuple, dict, Any], Any]]:
+    """Key -> compiled formula: PyTorch's, under this project's defaults, under the caller's."""
     registry = {packet: _compiled(formula) for packet, formula in _fc.flop_registry.items()}
-    registry.update((packet, _compiled(formula)) for packet, formula in DEFAULT_FORMULAS.items())
+    registry.update((key, _compiled(formula)) for key, formula in default_mapping().items())
     # the caller's formulas are compiled afresh: caching them could keep closures alive forever
     registry.update((packet, _compile_formula(formula)) for packet, formula in (custom_mapping or {}).items())
     return registry
@@ -435,9 +441,7 @@ class OperatorCounter:
         if self._contexts:
             raise RuntimeError("An OperatorCounter counts one workload at a time.")
         if self._stock:
-            from torchscan_lsp.engine.operator_formulas import DEFAULT_FORMULAS
-
-            mapping = {**DEFAULT_FORMULAS, **self._mapping}
+            mapping = {**default_mapping(), **self._mapping}
             counter = _fc.FlopCounterMode(display=False, custom_mapping=mapping)
             if self._modules is not None and not hasattr(counter, "mod_tracker"):
                 counter = _fc.FlopCounterMode(mods=self._modules, display=False, custom_mapping=mapping)
