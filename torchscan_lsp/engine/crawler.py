@@ -7,7 +7,11 @@ The steps, each in its own module:
    layer per module call; at each metric-leaf call they evaluate module formulas
    (:mod:`.module_metrics`) while the operator counter is paused;
 3. operators (:mod:`.operators`): the same forward runs inside the operator counter;
-4. aggregation (:mod:`.totals`): context, totals, and the strict check.
+4. the executed path (:mod:`.paths`): told of every module call and of every operator that runs
+   outside leaf calls, it composes the cumulative receptive field along the data flow, names work
+   done in containers' own ``forward`` (making module totals partial), records token dependencies
+   and which fused kernels ran;
+5. aggregation (:mod:`.totals`): context, totals, and the strict check.
 
 The caller's forward runs exactly once, in evaluation mode under ``torch.no_grad()``. Training flags
 are restored and hooks removed whatever happens; an exception of the forward propagates unchanged.

@@ -31,6 +31,7 @@ from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
 from torchscan_lsp.engine.module_metrics import evaluate_call, ordered_inputs
 from torchscan_lsp.engine.receptive import (
     CONSTANT,
+    LOCAL_METRICS,
     SOURCE,
     Field,
     compose,
@@ -183,10 +184,17 @@ class ExecutionPaths:
         """The recorder's evaluator: module formulas, then the cumulative receptive field."""
         evaluate_call(module, target, args, kwargs, output, record, diagnostics)
         metrics = record["metrics"]
-        if "receptive_field" not in metrics:  # no input or output tensor, or a ScriptModule
+        if "receptive_field" not in metrics:
+            # no input or output tensor, or a ScriptModule: its own diagnostic says why, and what it
+            # returned has no field either
+            cause = f"'{target.path}' ({target.type}) could not be measured"
+            self._noted.add(cause)
+            for tensor in tensors_in(output):
+                self.states.set(tensor, Field.unavailable(cause))
             return
         local = (metrics.pop("receptive_field"), metrics.pop("effective_stride"), metrics.pop("effective_padding"))
-        metrics["local_receptive_field"], metrics["local_stride"], metrics["local_padding"] = local
+        for name, metric in zip(LOCAL_METRICS, local):
+            metrics[name] = metric
         if args and type(args[0]) is _TENSOR:  # the usual call: one tensor first
             x = args[0]
         else:
