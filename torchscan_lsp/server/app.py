@@ -28,7 +28,9 @@ from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.settings import SECTION, SETTINGS_WAIT_S, Settings, resolve
 from torchscan_lsp.server.state import Document, TargetState
 from torchscan_lsp.server.status import Progress
+from torchscan_lsp.server.watcher import WorkspaceWatcher
 from torchscan_lsp.version import package_version
+from torchscan_lsp.worker import pool
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class TorchscanServer(LanguageServer):
         self.pull_diagnostics = False
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
+        self.watcher = WorkspaceWatcher(self)
 
     # errors ------------------------------------------------------------------------------------
 
@@ -199,6 +202,9 @@ def create_server() -> TorchscanServer:
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
         await ls.pull_settings()
+        ls.watcher.start()
+        if ls.analyzer.may_execute:  # the warm worker runs the configured interpreter: only once trusted
+            asyncio.ensure_future(pool.prewarm(ls.analyzer.settings.interpreter))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: TorchscanServer, params: types.DidChangeConfigurationParams) -> None:
@@ -212,6 +218,8 @@ def create_server() -> TorchscanServer:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TorchscanServer, params: Any) -> None:
         ls.analyzer.scheduler.cancel_all()
+        ls.watcher.stop()
+        pool.shutdown()
 
     for module in (documents, inlay_hints, hover, code_lens, commands):
         module.register(server)

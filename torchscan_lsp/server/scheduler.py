@@ -30,10 +30,12 @@ class Scheduler:
         """Start ``job()`` for ``key``, cancelling the job already queued or running for ``key``.
 
         The job waits ``delay_s`` seconds (a debounce: a newer submit cancels it meanwhile), then
-        for a free slot. Returns its task.
+        until the cancelled job of ``key`` has finished (its worker process is gone), then for a
+        free slot. Returns its task.
         """
+        previous = self._tasks.get(key)
         self.cancel(key)
-        task = asyncio.ensure_future(self._run(job, self._limit, delay_s))
+        task = asyncio.ensure_future(self._run(job, self._limit, delay_s, previous))
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
         return task
@@ -70,9 +72,12 @@ class Scheduler:
             await asyncio.gather(*pending, return_exceptions=True)
 
     @staticmethod
-    async def _run(job: Callable[[], Awaitable[Any]], limit: asyncio.Semaphore, delay_s: float) -> Any:
+    async def _run(job: Callable[[], Awaitable[Any]], limit: asyncio.Semaphore, delay_s: float,
+                   previous: asyncio.Task | None) -> Any:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
+        if previous is not None:  # its worker is killed, but not yet reaped: never two per key
+            await asyncio.gather(previous, return_exceptions=True)
         async with limit:
             return await job()
 

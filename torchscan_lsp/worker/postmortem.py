@@ -17,6 +17,8 @@ LOG_WINDOW_BYTES = 64 * 1024
 
 _DUMP_START = re.compile(r"^(?:Current thread|Thread|Stack) .*\(most recent call first\):\s*$", re.MULTILINE)
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in ', re.MULTILINE)
+_TRACEBACK_START = re.compile(r"^Traceback \(most recent call last\):\s*$", re.MULTILINE)
+_TRACEBACK_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in ', re.MULTILINE)
 
 
 def read_end(path: str | Path, size: int = LOG_WINDOW_BYTES) -> str:
@@ -30,18 +32,32 @@ def read_end(path: str | Path, size: int = LOG_WINDOW_BYTES) -> str:
         return ""
 
 
-def last_stack_location(log_text: str, workspace_root: str) -> tuple[str, int] | None:
-    """The innermost workspace frame of the last stack dump in ``log_text``, as a
-    ``(workspace-relative path with / separators, 1-based line)`` pair; ``None`` without one."""
-    starts = list(_DUMP_START.finditer(log_text))
-    if not starts:
-        return None
-    dump = log_text[starts[-1].end():]
+def _first_in_workspace(frames: list[re.Match], workspace_root: str) -> tuple[str, int] | None:
     root = Path(workspace_root).resolve()
-    for frame in _FRAME.finditer(dump):  # most recent call first: the first hit is the innermost
+    for frame in frames:
         try:
             relative = Path(frame["file"]).resolve().relative_to(root)
         except (ValueError, OSError):
             continue
         return relative.as_posix(), int(frame["line"])
     return None
+
+
+def last_stack_location(log_text: str, workspace_root: str) -> tuple[str, int] | None:
+    """The innermost workspace frame of the last stack dump in ``log_text``, as a
+    ``(workspace-relative path with / separators, 1-based line)`` pair; ``None`` without one."""
+    starts = list(_DUMP_START.finditer(log_text))
+    if not starts:
+        return None
+    # faulthandler lists the most recent call first: the first workspace frame is the innermost.
+    return _first_in_workspace(list(_FRAME.finditer(log_text, starts[-1].end())), workspace_root)
+
+
+def last_traceback_location(log_text: str, workspace_root: str) -> tuple[str, int] | None:
+    """The innermost workspace frame of the last Python traceback printed in ``log_text`` (the
+    worker prints one for an exception that escaped the runner, a ``KeyboardInterrupt`` say)."""
+    starts = list(_TRACEBACK_START.finditer(log_text))
+    if not starts:
+        return None
+    frames = list(_TRACEBACK_FRAME.finditer(log_text, starts[-1].end()))
+    return _first_in_workspace(frames[::-1], workspace_root)  # most recent call last

@@ -173,12 +173,31 @@ class _Job:
             return text
         assert self.file is not None
         try:
-            return importlib.util.decode_source(self.file.read_bytes())
+            data = self.file.read_bytes()
         except OSError as error:
             raise JobError(
                 "import", f"cannot read {self.rel_file}: {error.strerror or error}",
                 type_name=type(error).__name__, file=self.rel_file, line=None,
             ) from None
+        try:
+            return importlib.util.decode_source(data)
+        except (UnicodeDecodeError, SyntaxError) as error:  # Python would refuse to import it too
+            raise self._undecodable(data, error) from None
+
+    def _undecodable(self, data: bytes, error: Exception) -> JobError:
+        """The error for a file whose bytes do not decode, located at the first bad byte's line."""
+        try:
+            data.decode("utf-8")
+            where, line = "", None
+        except UnicodeDecodeError as bad:
+            line = data[: bad.start].count(b"\n") + 1
+            where = f" (byte 0x{data[bad.start]:02x} on line {line})"
+        message = getattr(error, "msg", None) or str(error)
+        return JobError(
+            "import", f"{self.rel_file} is not valid UTF-8{where}: {message}; save it as UTF-8 or "
+            "declare its encoding in a coding comment",
+            type_name=type(error).__name__, file=self.rel_file, line=line,
+        )
 
     def _find_target(self, source: str) -> None:
         scan = find_targets(source, str(self.file))

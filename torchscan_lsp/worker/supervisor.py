@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from torchscan_lsp.worker.limits import memory_message, rss_bytes, timeout_message
-from torchscan_lsp.worker.postmortem import last_stack_location, read_end
+from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,13 @@ def outcome(job: Mapping[str, Any], status: int | None, limit: str | None, *, re
     except (OSError, ValueError):
         message = f"the worker process ended without a result ({_ended(status)})"
         return failure(job, "crash", message, log_tail=log_tail, location=location)
+    error = result.get("error") if isinstance(result, dict) else None
+    if isinstance(error, dict) and not error.get("file"):
+        # An exception that escaped the runner (a KeyboardInterrupt, say) has no location of its
+        # own; the traceback the worker printed has.
+        found = last_traceback_location(text, str(job.get("workspace_root") or "/"))
+        if found:
+            error["file"], error["line"] = found
     if log_tail:
         result["log_tail"] = log_tail
     return result
