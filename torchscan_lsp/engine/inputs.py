@@ -26,6 +26,7 @@ __all__ = [
     "value_meta",
     "call_meta",
     "first_tensor",
+    "tensor_meta",
     "PENDING",
 ]
 
@@ -193,20 +194,13 @@ def _generated(module: torch.nn.Module, input_shape: Any, dtype: Any, device: An
 # value metadata
 
 
+# str(dtype) and str(device), computed once per distinct value
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype)
-    return name
-
-
 _DEVICE_NAMES: dict[torch.device, str] = {}
 
 
-def _tensor_meta(value: torch.Tensor) -> dict[str, Any]:
+def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
+    """Metadata of one tensor: shape, dtype, device, ``requires_grad`` (the hot path of the hooks)."""
     try:
         shape: list[int] | None = list(value.shape)
     except RuntimeError:  # nested tensors have no single shape
@@ -238,7 +232,7 @@ def _key_entry(key: Any, value: Any, active: set[int], depth: int) -> dict[str, 
 
 def _meta(value: Any, active: set[int], depth: int) -> dict[str, Any]:
     if isinstance(value, torch.Tensor):
-        return _tensor_meta(value)
+        return tensor_meta(value)
     if value is None:
         return {"kind": "none"}
     is_tuple = isinstance(value, tuple)
@@ -267,7 +261,7 @@ def _meta(value: Any, active: set[int], depth: int) -> dict[str, Any]:
 def value_meta(value: Any) -> dict[str, Any]:
     """Describe ``value`` without storing it: kinds, shapes, dtypes and devices only."""
     if type(value) is torch.Tensor:  # the common case, without the generic walk
-        return _tensor_meta(value)
+        return tensor_meta(value)
     return _meta(value, set(), 0)
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_mod
 
-from torchscan_lsp.engine.inputs import _tensor_meta, call_meta, value_meta
+from torchscan_lsp.engine.inputs import call_meta, tensor_meta, value_meta
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
 __all__ = ["Target", "CallRecorder", "hook_targets", "install_hooks", "remove_hooks"]
@@ -207,7 +207,7 @@ class CallRecorder:
     def _make_pre_hook(self) -> Callable[[nn.Module, tuple], None]:
         targets, layers, stacks, calls = self.targets, self.layers, self._stacks, self._calls
         active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
-        stats, tensor_meta, tensor_type = self._stats, _tensor_meta, torch.Tensor
+        stats, tensor_type = self._stats, torch.Tensor
 
         def pre_hook(module: nn.Module, args: tuple) -> None:
             key = id(module)
@@ -264,7 +264,7 @@ class CallRecorder:
         targets, layers, stacks = self.targets, self.layers, self._stacks
         active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
         diagnostics, evaluate, on_failure = self.diagnostics, self._evaluate, self._on_failure
-        tensor_meta, tensor_type = _tensor_meta, torch.Tensor
+        tensor_type = torch.Tensor
 
         def post_hook(module: nn.Module, args: tuple, *rest: Any) -> None:
             # Called as (module, args, kwargs, output) after a normal return, and as
