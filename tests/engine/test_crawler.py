@@ -660,3 +660,15 @@ def test_the_garbage_collector_state_is_restored(enabled):
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_warning_capture_leaves_the_warnings_module_as_it_was():
+    import warnings
+
+    filters, show = warnings.filters, warnings.showwarning
+    snapshot = list(filters)
+    crawl_module(partial_model(), (3, 8, 8))  # its Unsup layer makes the formulas warn
+    assert warnings.filters is filters and list(warnings.filters) == snapshot
+    assert warnings.showwarning is show
+    with pytest.warns(UserWarning, match="still visible"):
+        warnings.warn("still visible")
