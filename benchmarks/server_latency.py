@@ -8,10 +8,10 @@ Two measurements, side by side in one run:
    real stdio JSON-RPC channel) are printed as percentiles beside the analysis time; the goal is a
    99th percentile under 20 ms.
 2. **Save to hints.** For each example file, a one-line edit is saved and the time until its
-   ``torchscan/status`` says ``done`` is measured (a fresh worker process: interpreter start,
-   torch import, import of the model, analysis). Beside it: the same jobs run directly by
-   ``run_job`` in this Python process once torch is imported (warm), and in a fresh
-   ``python -c`` process (cold).
+   ``torchscan/status`` says ``done`` is measured (a fresh worker process per job, forked from
+   a warm parent that has torch imported where the platform allows, else started cold). Beside
+   it: the same jobs run directly by ``run_job`` in this Python process once torch and the model's
+   libraries are imported (warm), and in a fresh ``python -c`` process (cold).
 
 Run: ``python benchmarks/server_latency.py`` (``--requests N`` for the request count).
 """
@@ -207,7 +207,7 @@ async def main() -> None:
         finally:
             await session.stop()
         warm, cold = direct_times(root, example_jobs(root))
-    print("save to hints (server, fresh worker) vs the same jobs run directly:")
+    print("save to hints (server) vs the same jobs run directly:")
     for name in EXAMPLES:
         print(f"  {name:24s}: save→hints {saved[name]:6.2f} s | cold process {cold[name]:6.2f} s "
               f"(ratio {saved[name] / cold[name]:.2f}) | warm in-process {warm[name]:6.2f} s "
