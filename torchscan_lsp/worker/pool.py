@@ -166,8 +166,11 @@ class WarmParent:
             await self.process.stdin.drain()
             pid = await asyncio.shield(started)
         except asyncio.CancelledError:
-            # Cancelled before the child's pid arrived: kill the child as soon as it does.
-            started.add_done_callback(lambda f: f.exception() is None and _kill_group(f.result()))
+            # Cancelled before the child's pid arrived: wait for it, kill the child and let it be
+            # reaped, so that it never overlaps a newer job of the same target.
+            with contextlib.suppress(BaseException):
+                _kill_group(await asyncio.wait_for(asyncio.shield(started), READY_TIMEOUT_S))
+                await asyncio.wait_for(asyncio.shield(exited), READY_TIMEOUT_S)
             raise
         except (ConnectionError, BrokenPipeError) as error:
             raise ConnectionError("the warm worker process died") from error
