@@ -1,0 +1,128 @@
+"""Registry and shape helpers shared by the operator formula families.
+
+A formula follows ``torch.utils.flop_counter.FlopCounterMode``'s contract: it is called as
+``formula(*args, out_shape=..., **kwargs)`` with every tensor in ``args``/``kwargs`` replaced by its
+``torch.Size`` (PyTorch's ``shape_wrapper`` does this), and returns a number of FLOPs. A formula whose
+``_get_raw`` attribute is true receives the real arguments and ``out_val=`` instead (used for the
+fused Transformer kernels, whose inputs may be nested tensors without a regular shape).
+
+Formulas never run tensor code and never raise on an argument layout they do not know: a missing
+optional argument takes its schema default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+#: packet -> formula, filled by the family modules at import time.
+REGISTRY: dict[Any, Callable[..., int]] = {}
+#: packet name ("aten.relu") -> family module name, for the documentation and the tests.
+FAMILY: dict[str, str] = {}
+
+Shape = torch.Size
+
+
+def packets(names: Sequence[str]) -> list[Any]:
+    """Operator packets for ``names`` that exist in the installed torch (others are skipped)."""
+    found = []
+    for name in names:
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            found.append(packet)
+    return found
+
+
+def register(*names: str, family: str | None = None) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Register a formula for the packets ``aten.<name>`` (names absent from this torch are skipped)."""
+
+    def deco(fn: Callable[..., int]) -> Callable[..., int]:
+        fam = family or fn.__module__.rsplit(".", 1)[-1]
+        for packet in packets(names):
+            if packet in REGISTRY:
+                raise RuntimeError(f"duplicate operator formula for {packet}")
+            REGISTRY[packet] = fn
+            FAMILY[str(packet)] = fam
+        return fn
+
+    return deco
+
+
+def numel(shape: Any) -> int:
+    """Number of elements of a ``torch.Size`` (or of the first shape in a tuple of outputs)."""
+    if isinstance(shape, torch.Size):
+        return math.prod(shape)
+    if isinstance(shape, (tuple, list)) and shape:
+        return numel(shape[0])
+    return 0
+
+
+def is_shape(x: Any) -> bool:
+    return isinstance(x, torch.Size)
+
+
+def arg(args: Sequence[Any], kwargs: dict[str, Any], index: int, name: str, default: Any = None) -> Any:
+    """Argument ``name`` of an aten call, passed positionally at ``index`` or by keyword."""
+    if index < len(args):
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def first_shape(out_shape: Any) -> torch.Size | None:
+    """The shape of the (first) output."""
+    if isinstance(out_shape, torch.Size):
+        return out_shape
+    if isinstance(out_shape, (tuple, list)):
+        for item in out_shape:
+            found = first_shape(item)
+            if found is not None:
+                return found
+    return None
+
+
+def out_numel(out_shape: Any) -> int:
+    shape = first_shape(out_shape)
+    return math.prod(shape) if shape is not None else 0
+
+
+def expand_ints(value: Any, ndim: int, default: int | None = None) -> list[int]:
+    """An ``int[n]`` schema argument (an int, or a list of 1 or ``ndim`` ints) as ``ndim`` ints."""
+    if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+        if default is None:
+            return []
+        return [default] * ndim
+    if isinstance(value, int):
+        return [value] * ndim
+    values = [int(v) for v in value]
+    if len(values) == 1:
+        return values * ndim
+    return values
+
+
+def reduced_rows(shape: torch.Size, dims: Any) -> tuple[int, int]:
+    """(N, R): elements of ``shape`` and the number of independent reductions over ``dims``.
+
+    ``dims`` is an int, a list of ints, or None/empty for a full reduction.
+    """
+    n = math.prod(shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return n, 1 if n else 0
+    if isinstance(dims, int):
+        dims = [dims]
+    ndim = len(shape)
+    if ndim == 0:
+        return n, n
+    size = 1
+    for d in {int(d) % ndim for d in dims}:
+        size *= shape[d]
+    return n, (n // size if size else 0)
+
+
+def formula_doc(fn: Callable[..., int], doc: str) -> Callable[..., int]:
+    fn.__doc__ = doc
+    return fn
