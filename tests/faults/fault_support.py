@@ -1,7 +1,7 @@
 """Helpers for the fault-injection tests: the server's process tree, bounded waits, diagnostics.
 
-Processes are read from ``/proc``: a job process is any live (not zombie) descendant of the server
-that is not a warm parent (``torchscan_lsp.worker.zygote``).
+Processes are read from ``/proc``; zombies count as gone. A warm parent is the server's child running
+``torchscan_lsp.worker.zygote``; a job is a child of a warm parent (or of the server: a cold start).
 """
 
 from __future__ import annotations
@@ -68,14 +68,25 @@ def _cmdline(pid: int) -> str:
 
 
 def warm_parents(server_pid: int) -> list[int]:
-    """The server's warm parent processes."""
-    return [p for p in descendants(server_pid) if "torchscan_lsp.worker.zygote" in _cmdline(p)]
+    """The server's warm parent processes (its children running the zygote; their forked job
+    children share that command line, one level further down)."""
+    return [p for p in descendants(server_pid)
+            if "torchscan_lsp.worker.zygote" in _cmdline(p) and _stat(p) is not None and _stat(p)[1] == server_pid]
 
 
 def job_processes(server_pid: int) -> list[int]:
-    """The server's live job processes (descendants that are not warm parents)."""
+    """The server's live job processes and whatever they started (descendants that are not warm
+    parents)."""
     parents = set(warm_parents(server_pid))
     return [p for p in descendants(server_pid) if p not in parents]
+
+
+def jobs(server_pid: int) -> list[int]:
+    """The server's running jobs: children of its warm parents, and its own children (cold
+    starts) that are not warm parents."""
+    parents = set(warm_parents(server_pid))
+    return [p for p in descendants(server_pid)
+            if p not in parents and _stat(p) is not None and _stat(p)[1] in parents | {server_pid}]
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
@@ -87,6 +98,11 @@ async def until(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> boo
             return False
         await asyncio.sleep(0.05)
     return True
+
+
+def describe(pids: list[int]) -> list[str]:
+    """``pid: command line`` of each of ``pids`` (for assertion messages)."""
+    return [f"{p}: {_cmdline(p)}" for p in pids]
 
 
 def diagnostics_at(client, uri: str, line: int) -> list[str]:

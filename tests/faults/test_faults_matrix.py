@@ -11,6 +11,7 @@ import sys
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 import fault_support as faults
@@ -55,7 +56,7 @@ async def _survived(client) -> None:
     line = lsp.line_of(client.root / "good.py", "def build_good")
     assert any(label.startswith(GOOD_LABEL) for label in found.get(line, [])), found
     assert await faults.until(lambda: not faults.job_processes(client.server_pid)), \
-        faults.job_processes(client.server_pid)
+        faults.describe(faults.job_processes(client.server_pid))
 
 
 @pytest.mark.parametrize("name, marker, expected", [
@@ -129,32 +130,45 @@ async def test_file_deleted_while_its_job_runs(client):
     await _survived(client)
 
 
-async def test_non_utf8_file(client):
+def _write_latin1(path, source: str) -> None:
+    path.write_bytes(source.encode("latin-1"))
+
+
+async def test_non_utf8_file_open_in_the_editor(client):
+    # The editor decodes the file itself; the server analyses its buffer.
     path = client.root / "latin1.py"
-    path.write_bytes("# caf\xe9 au lait\nimport torch.nn as nn\n\n\n# torchscan: input_shape=(4,)\n"
-                     "def build():\n    return nn.Linear(4, 2)\n".encode("latin-1"))
-    # The editor decodes the file itself and analyses its buffer...
-    uri, state, message = await _analyse(client, "latin1.py")
-    assert state == "done", message
-    # ...but once saved as is, the file on disk is what runs, and Python cannot read it.
+    _write_latin1(path, "# caf\xe9 au lait\nimport torch.nn as nn\n\n\n# torchscan: input_shape=(4,)\n"
+                        "def build():\n    return nn.Linear(4, 2)\n")
+    uri = from_fs_path(str(path))
     since = client.status.mark()
-    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="python", version=1, text=path.read_bytes().decode("latin-1"))))
     state, message = await client.status.wait(uri, {"done", "failed"}, since)
+    assert state == "done" and "10 params" in message, message
+    await _survived(client)
+
+
+async def test_non_utf8_file_imported(client):
+    # Python cannot import a file that is not UTF-8 and declares no encoding: the error names it.
+    _write_latin1(client.root / "latin1_helper.py", 'GREETING = "caf\xe9"\nWIDTH = 2\n')
+    uri, state, message = await _analyse(client, "latin1_user.py")
     assert state == "failed"
-    assert any("not valid UTF-8 (byte 0xe9 on line 1)" in m for m in faults.diagnostics_at(client, uri, 1)), \
-        client.diagnostics.get(uri)
+    line = lsp.line_of(client.root / "latin1_user.py", "def build")
+    found = faults.diagnostics_at(client, uri, line)
+    assert any("can't decode byte 0xe9" in m and "latin1_helper.py:1" in m for m in found), client.diagnostics.get(uri)
     await _survived(client)
 
 
 async def test_fifty_megabyte_file(client):
+    # Scanning runs on the server's event loop: a file this long is skipped, with a warning.
     path = client.root / "huge.py"
     head = "import torch.nn as nn\n\n\n# torchscan: input_shape=(4,)\ndef build():\n    return nn.Linear(4, 6)\n"
     padding = ("# " + "padding " * 12 + "\n") * (50 * 1024 * 1024 // 99)
     path.write_text(head + padding, encoding="utf-8")
     assert path.stat().st_size >= 50 * 1000 * 1000
-    uri, state, message = await _analyse(client, "huge.py")
-    assert state == "done", message
-    assert lsp.labels_by_line(await lsp.hints(client, uri, lines=10))[5][0].startswith("30 params")  # 24 + 6
+    uri = lsp.open_document(client, path)
+    assert await faults.until(lambda: any("skips files over 5 million characters" in m
+                                          for m in faults.diagnostics_at(client, uri, 1)))
     await _survived(client)
 
 
@@ -163,13 +177,15 @@ async def test_hundred_saves_in_a_second(client):
     template = path.read_text(encoding="utf-8")
     uri, state, message = await _analyse(client, "burst.py")
     assert state == "done", message
-    peak = 0
+    peak, peak_seen = 0, []
     sampling = True
 
     async def sample():
-        nonlocal peak
+        nonlocal peak, peak_seen
         while sampling:
-            peak = max(peak, len(faults.job_processes(client.server_pid)))
+            running = faults.jobs(client.server_pid)
+            if len(running) > peak:
+                peak, peak_seen = len(running), faults.describe(running)
             await asyncio.sleep(0.005)
 
     sampler = asyncio.ensure_future(sample())
@@ -189,6 +205,6 @@ async def test_hundred_saves_in_a_second(client):
     assert state == "done" and "500 params" in message, message  # nn.Linear(4, 100): 400 + 100
     done = [m for u, s, m in client.status.events[since:] if u == uri and s == "done"]
     assert done == [message]  # only the last save's result was published
-    assert peak <= 1  # never two jobs of one target at once
+    assert peak <= 1, peak_seen  # never two jobs of one target at once
     await _survived(client)
 

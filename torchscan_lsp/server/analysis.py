@@ -47,10 +47,20 @@ class _Silent:
         pass
 
 
+MAX_SCAN_CHARS = 5_000_000
+"""Longer files are neither scanned nor analysed: scanning runs on the event loop (about a second per
+10 MB), and no model definition is that long (generated data is)."""
+
+
 def _scan(text: str, path: str) -> tuple[list[Any], list[Any]]:
     """Targets and problems of ``text`` (see :func:`torchscan_lsp.targets.find_targets`)."""
     from torchscan_lsp.targets import find_targets
 
+    if len(text) > MAX_SCAN_CHARS:
+        too_long = _ScanFailure(f"torchscan skips files over {MAX_SCAN_CHARS / 1e6:g} million characters (this one has "
+                                f"{len(text) / 1e6:.1f} million): its targets are not analysed")
+        too_long.severity = "warning"
+        return [], [too_long]
     scan = find_targets(text, path)
     return list(scan.targets), list(scan.problems)
 

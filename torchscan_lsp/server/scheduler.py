@@ -8,6 +8,7 @@ processes, so the loop stays free to answer requests. Cancelling a task kills it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Awaitable, Callable, Hashable
 
 
@@ -74,12 +75,19 @@ class Scheduler:
     @staticmethod
     async def _run(job: Callable[[], Awaitable[Any]], limit: asyncio.Semaphore, delay_s: float,
                    previous: asyncio.Task | None) -> Any:
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
-        if previous is not None:  # its worker is killed, but not yet reaped: never two per key
-            await asyncio.gather(previous, return_exceptions=True)
-        async with limit:
-            return await job()
+        # A job ends only after the job it replaced has ended (its worker killed and reaped), also
+        # when it is cancelled itself: so a chain of replaced jobs never runs two workers per key.
+        try:
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            if previous is not None:
+                await asyncio.wait({previous})  # (gather would cancel it again if this one is cancelled)
+            async with limit:
+                return await job()
+        finally:
+            while previous is not None and not previous.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({previous})
 
     def _forget(self, key: Hashable, task: asyncio.Task) -> None:
         if self._tasks.get(key) is task:

@@ -15,7 +15,6 @@ Never imports torch. Three concerns, each a few small functions:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 import signal
@@ -44,7 +43,8 @@ def die_with_parent(expected_parent: int | None = None) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The process's own symbols include libc's (find_library would start ldconfig).
+        libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
             return False
     except (OSError, AttributeError):

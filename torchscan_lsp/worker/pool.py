@@ -23,12 +23,12 @@ import itertools
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import torchscan_lsp
+from torchscan_lsp.worker.supervisor import kill_group, settle
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +168,10 @@ class WarmParent:
         except asyncio.CancelledError:
             # Cancelled before the child's pid arrived: wait for it, kill the child and let it be
             # reaped, so that it never overlaps a newer job of the same target.
-            with contextlib.suppress(BaseException):
-                _kill_group(await asyncio.wait_for(asyncio.shield(started), READY_TIMEOUT_S))
-                await asyncio.wait_for(asyncio.shield(exited), READY_TIMEOUT_S)
+            await settle(started)
+            if started.done() and not started.cancelled() and started.exception() is None:
+                kill_group(started.result())
+                await settle(exited)
             raise
         except (ConnectionError, BrokenPipeError) as error:
             raise ConnectionError("the warm worker process died") from error
@@ -186,12 +187,6 @@ class WarmParent:
             process.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             process.kill()
-
-
-def _kill_group(pid: int) -> None:
-    """``SIGKILL`` the process group led by ``pid`` (a job child and whatever it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 _parents: dict[str, WarmParent] = {}

@@ -733,7 +733,13 @@ class _ImportScope:
         if parents:
             setattr(sys.modules[parents[-1][0]], name.rpartition(".")[2], module)
         code = compile(source, str(path), "exec", dont_inherit=True)
-        exec(code, module.__dict__)  # noqa: S102 - running the user's module is the job
+        # Marked as initialising, as the import system does, so that a module importing this one
+        # back fails with Python's own "partially initialized module ... circular import" message.
+        spec._initializing = True
+        try:
+            exec(code, module.__dict__)  # noqa: S102 - running the user's module is the job
+        finally:
+            spec._initializing = False
         return module
 
     def _import_package(self, name: str, directory: Path) -> None:

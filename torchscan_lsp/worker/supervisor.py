@@ -33,6 +33,9 @@ POLL_S = 0.1
 DUMP_GRACE_S = 0.5
 """How long a job stopped at a limit gets to write its Python stack before it is killed."""
 
+REAP_LIMIT_S = 10.0
+"""How long a cancelled job waits for its killed process to be reaped, seconds."""
+
 LOG_TAIL_CHARS = 4000
 """How much of the end of a job's output a result carries (``log_tail``) and the server logs."""
 
@@ -106,10 +109,19 @@ async def supervise(process: JobProcess, *, timeout_s: float, memory_mb: float |
         return await waiter, reason
     except asyncio.CancelledError:
         kill_group(process.pid)
-        # Reap before letting go, so that a newer job of the same target never overlaps this one.
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(asyncio.shield(waiter), 5.0)
+        # Reaped before letting go, so that a newer job of the same target never overlaps this one.
+        await settle(waiter)
         raise
+
+
+async def settle(future: asyncio.Future, limit_s: float = REAP_LIMIT_S) -> None:
+    """Wait until ``future`` is done (a killed process was reaped), at most ``limit_s`` seconds,
+    even if the awaiting task is cancelled again meanwhile: cleanup must not be cut short."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while not future.done() and loop.time() < deadline:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({future}, timeout=deadline - loop.time())
 
 
 def _ended(status: int | None) -> str:
