@@ -29,7 +29,8 @@ Formulas read shapes and attributes only and compute with Python ints, so the op
 observes the same forward pass sees none of their work.
 
 Dispatch is a small ordered registry (``REGISTRY``): the first family whose classes the module is an
-instance of wins. ``docs/formulas.md`` tabulates every family's formulas and their sources.
+instance of wins; classes of model libraries, which the engine does not import, are matched last, by
+structure (``library``). ``docs/formulas.md`` tabulates every family's formulas and their sources.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from . import (
     conv,
     dropout,
     embedding,
+    library,
     linear,
     norm,
     pooling,
@@ -61,6 +63,7 @@ from .attention import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .library import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .pooling import *  # noqa: F403
@@ -70,6 +73,8 @@ from .structural import *  # noqa: F403
 from .transformer import *  # noqa: F403
 
 #: The families in dispatch order. Within ``conv`` the transposed family precedes the direct one.
+#: The third-party families (``library``, matched by structure) come last, so that a subclass of a
+#: torch module keeps its torch formula.
 REGISTRY = Registry(
     [
         *transformer.FAMILIES,
@@ -84,6 +89,7 @@ REGISTRY = Registry(
         *embedding.FAMILIES,
         *resample.FAMILIES,
         *structural.FAMILIES,
+        *library.FAMILIES,
     ]
 )
 
@@ -93,6 +99,7 @@ _FAMILY_MODULES = (
     conv,
     dropout,
     embedding,
+    library,
     linear,
     norm,
     pooling,

@@ -5,6 +5,12 @@ be registered before its base (``_ConvTransposeNd`` before ``_ConvNd``; ``ReLU6`
 inside the activation table). ``tests/engine/formulas/test_formulas_dispatch.py`` checks that no
 entry is shadowed by an earlier one. Look-ups are cached per class, so the per-call cost is one
 dictionary access.
+
+A family for classes the engine cannot import (third-party modules, ``formulas/library.py``) has no
+``types`` and a ``match(module)`` predicate instead: structural duck typing on the instance. Such
+families come after every type-based one, so a subclass of a torch module keeps its torch formula.
+The class cache then holds the ordered structural candidates, and only those predicates run per call
+(the instance decides: two instances of one class may differ, e.g. with and without a weight).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ RfFn = Callable[[nn.Module, Any, Any], tuple]
 
 @dataclass(frozen=True)
 class Family:
-    """One formula family: the classes it covers and its four formulas."""
+    """One formula family: the classes it covers (or a structural ``match``) and its four formulas."""
 
     name: str
     types: tuple[type, ...]
@@ -31,6 +37,9 @@ class Family:
     macs: TensorFn
     dmas: TensorFn
     rf: RfFn
+    #: for classes the engine does not import: True when this family covers the module (a module
+    #: that is an instance of ``types`` is covered whatever ``match`` says)
+    match: Callable[[nn.Module], bool] | None = None
 
 
 class Registry:
@@ -38,17 +47,31 @@ class Registry:
 
     def __init__(self, families: Iterable[Family]) -> None:
         self.families: tuple[Family, ...] = tuple(families)
-        self._cache: dict[type, Family | None] = {}
+        self._cache: dict[type, Family | tuple[Family, ...] | None] = {}
+
+    def _candidates(self, cls: type) -> Family | tuple[Family, ...] | None:
+        """The family ``cls`` resolves to by type, or the structural families to ask, in order."""
+        structural: list[Family] = []
+        for family in self.families:
+            if issubclass(cls, family.types):
+                if not structural:
+                    return family
+                structural.append(family)
+                break
+            if family.match is not None:
+                structural.append(family)
+        return tuple(structural) or None
 
     def lookup(self, module: nn.Module) -> Family | None:
         cls = type(module)
         try:
-            return self._cache[cls]
+            entry = self._cache[cls]
         except KeyError:
-            pass
-        family = next((f for f in self.families if issubclass(cls, f.types)), None)
-        self._cache[cls] = family
-        return family
+            entry = self._cache[cls] = self._candidates(cls)
+        if entry is None or isinstance(entry, Family):
+            return entry
+        # a family in the candidates either matched by type (always last) or has a predicate
+        return next((f for f in entry if issubclass(cls, f.types) or f.match(module)), None)
 
     def __iter__(self):
         return iter(self.families)
