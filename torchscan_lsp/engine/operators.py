@@ -207,11 +207,35 @@ def default_mapping() -> dict[Any, Any]:
     return {**operator_formulas.DEFAULT_FORMULAS, **getattr(operator_formulas, "DECOMPOSITION_GUARDS", {})}
 
 
+#: PyTorch's formulas under this project's defaults, compiled: ``(sources, registry)``, where
+#: ``sources`` is a snapshot of the two mappings it was built from. Merging ~700 formulas costs about
+#: as much as counting a tiny model, so it is done once per process and redone only when a source
+#: changed (a formula registered later with ``register_flop_formula``, a default added at run time).
+_BASE_REGISTRY: tuple[tuple[dict, dict], dict] | None = None
+
+
+def _base_registry() -> dict[Any, Callable[[tuple, dict, Any], Any]]:
+    """The cached built-in and default registry (rebuilt when a source mapping changed)."""
+    global _BASE_REGISTRY
+    torch_formulas, defaults = _fc.flop_registry, default_mapping()
+    cached = _BASE_REGISTRY
+    # dict equality compares the formulas by identity, in C: far cheaper than a rebuild
+    if cached is not None and cached[0][0] == torch_formulas and cached[0][1] == defaults:
+        return cached[1]
+    registry = {packet: _compiled(formula) for packet, formula in torch_formulas.items()}
+    registry.update((key, _compiled(formula)) for key, formula in defaults.items())
+    _BASE_REGISTRY = ((dict(torch_formulas), defaults), registry)
+    return registry
+
+
 def _build_registry(custom_mapping: Mapping[Any, Any] | None) -> dict[Any, Callable[[tuple, dict, Any], Any]]:
-    """Key -> compiled formula: PyTorch's, under this project's defaults, under the caller's."""
-    registry = {packet: _compiled(formula) for packet, formula in _fc.flop_registry.items()}
-    registry.update((key, _compiled(formula)) for key, formula in default_mapping().items())
-    # the caller's formulas are compiled afresh: caching them could keep closures alive forever
+    """Key -> compiled formula: PyTorch's, under this project's defaults, under the caller's.
+
+    Starts from a copy of the cached base (so no counter can change what the next one gets); the
+    caller's formulas are layered on top for this counter only, and compiled afresh: caching them
+    could keep closures alive forever.
+    """
+    registry = dict(_base_registry())
     registry.update((packet, _compile_formula(formula)) for packet, formula in (custom_mapping or {}).items())
     return registry
 
