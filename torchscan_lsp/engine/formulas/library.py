@@ -269,7 +269,10 @@ def dmas_library_rmsnorm(module: nn.Module, x, y, *, inputs=None) -> int:
 
 #: what the Llama-style rotary ``forward`` refers to (``inspect.unwrap`` skips ``dynamic_rope_update``)
 _ROTARY_NAMES = frozenset(
-    ("float", "inv_freq", "to", "device", "torch", "cat", "repeat_interleave", "cos", "sin", "attention_scaling", "dtype")
+    (
+        "float", "inv_freq", "to", "device", "torch", "cat", "repeat_interleave", "cos", "sin",
+        "attention_scaling", "dtype",
+    )
 )
 _DYNAMIC_ROPE = ("dynamic", "longrope")
 
