@@ -6,6 +6,8 @@ process behind. The server runs with short limits (3 s, 1 GiB: :data:`fault_supp
 """
 
 import asyncio
+import os
+import signal
 import sys
 
 import pytest
@@ -65,7 +67,9 @@ async def _survived(client) -> None:
     ("memory_huge.py", "64 GiB", "analysis used more than 1 GiB"),
     ("memory_grow.py", "32 MiB each", "analysis used more than 1 GiB"),
     ("segfault.py", "the crash", "SIGSEGV"),
+    ("abort.py", "the abort", "SIGABRT"),
     ("sys_exit.py", "the exit", "SystemExit"),
+    ("interrupt.py", "the interrupt", "KeyboardInterrupt"),
     ("missing_package.py", "the import", "No module named 'torchscan_no_such_package'"),
 ])
 async def test_fault_is_a_diagnostic_on_its_line(client, name, marker, expected):
@@ -192,7 +196,9 @@ async def test_hundred_saves_in_a_second(client):
     since = client.status.mark()
     for version in range(2, 102):
         text = template.replace("nn.Linear(4, 1000)", f"nn.Linear(4, {version - 1})")
-        path.write_text(text, encoding="utf-8")
+        # saved as editors save: a reader never sees a half-written file
+        path.with_suffix(".tmp").write_text(text, encoding="utf-8")
+        os.replace(path.with_suffix(".tmp"), path)
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
@@ -208,3 +214,15 @@ async def test_hundred_saves_in_a_second(client):
     assert peak <= 1, peak_seen  # never two jobs of one target at once
     await _survived(client)
 
+
+
+async def test_dead_warm_parent_is_restarted(client):
+    before = faults.warm_parents(client.server_pid)
+    assert before
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    uri, state, message = await _analyse(client, "after_restart.py")
+    assert state == "done" and "35 params" in message, message  # nn.Linear(4, 7): 28 + 7
+    after = faults.warm_parents(client.server_pid)
+    assert after and not set(after) & set(before)
+    await _survived(client)

@@ -78,11 +78,12 @@ class WarmParent:
         self._started: dict[int, asyncio.Future] = {}
         self._exited: dict[int, asyncio.Future] = {}
         self._reader: asyncio.Task | None = None
+        self._lost = False
 
     @property
     def alive(self) -> bool:
-        """Whether the process runs (it may still be warming up)."""
-        return self.process is not None and self.process.returncode is None
+        """Whether the process runs (it may still be warming up) and its events are being read."""
+        return self.process is not None and self.process.returncode is None and not self._lost
 
     async def ensure_started(self) -> bool:
         """Start the warm parent unless it runs; wait until it is warm. Returns ``False`` when it
@@ -97,6 +98,7 @@ class WarmParent:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         env["PYTHONUNBUFFERED"] = "1"
+        self._lost = False
         try:
             # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
             self.process = await asyncio.create_subprocess_exec(
@@ -133,7 +135,9 @@ class WarmParent:
         except (ValueError, OSError) as error:
             log.error("warm worker for %s sent garbage: %r", self.python, error)
         finally:
-            # The warm parent is gone: its children died with it.
+            # The warm parent is gone: its children died with it. Marked before the first await,
+            # so that no new request waits for an answer that cannot come.
+            self._lost = True
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             for started in self._started.values():

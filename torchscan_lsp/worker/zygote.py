@@ -68,10 +68,47 @@ _WARM_UP_MODEL = """
 import torch.nn as nn
 
 
-# torchscan: input_shape=(3, 8, 8)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x)) + x)
+
+
+class Mixer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 8))
+
+    def forward(self, x):
+        y = self.norm(x)
+        x = x + self.attention(y, y, y)[0]
+        return x + self.mlp(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        self.block = Block()
+        self.mixer = Mixer()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.block(self.stem(x))
+        x = self.mixer(x.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(x.shape)
+        return self.head(self.pool(x).flatten(1))
+
+
 def build():
-    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(36, 4))
+    return Net()
 """
 
 
@@ -92,7 +129,10 @@ def warm_up() -> None:
                 handle.write(_WARM_UP_MODEL)
             from torchscan_lsp.worker.runner import run_job
 
-            run_job({"workspace_root": root, "file": path, "target": "build", "options": {}, "measure": []})
+            result = run_job({"workspace_root": root, "file": path, "target": "build",
+                              "options": {"input_shape": [3, 32, 32]}, "measure": []})
+        if not result.get("ok"):
+            print(f"torchscan warm worker: warm-up failed: {result.get('error')}", file=sys.stderr)
     except Exception as error:  # noqa: BLE001 - see the docstring
         print(f"torchscan warm worker: warm-up failed: {error}", file=sys.stderr)
     finally:
