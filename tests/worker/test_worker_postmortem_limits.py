@@ -1,0 +1,68 @@
+"""Pure helpers of the worker's supervision: stack dumps to locations, limit messages, memory."""
+
+import os
+
+from torchscan_lsp.worker.limits import format_mebibytes, is_out_of_memory, memory_message, rss_bytes, timeout_message
+from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location
+
+DUMP = """some output of the model
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f (most recent call first):
+  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at
+  File "/ws/models/net.py", line 12 in build
+  File "/ws/models/net.py", line 40 in <module>
+  File "/site/torchscan_lsp/worker/runner.py", line 300 in _build
+"""
+
+
+def test_innermost_workspace_frame_of_the_last_dump():
+    assert last_stack_location(DUMP, "/ws") == ("models/net.py", 12)
+    # a later dump (a stop at a limit after a first SIGUSR1) wins
+    later = DUMP + 'Stack (most recent call first):\n  File "/ws/other.py", line 3 in forward\n'
+    assert last_stack_location(later, "/ws") == ("other.py", 3)
+
+
+def test_no_dump_or_no_workspace_frame():
+    assert last_stack_location("just prints\n", "/ws") is None
+    assert last_stack_location(DUMP, "/elsewhere") is None
+
+
+def test_tracebacks_are_read_most_recent_call_last():
+    text = """Traceback (most recent call last):
+  File "/site/torchscan_lsp/worker/child.py", line 90, in run_job_file
+  File "/ws/a.py", line 7, in build
+    helper()
+  File "/ws/b.py", line 2, in helper
+    raise KeyboardInterrupt
+KeyboardInterrupt
+"""
+    assert last_traceback_location(text, "/ws") == ("b.py", 2)
+    # faulthandler frames (no comma) are not traceback frames
+    assert last_traceback_location(DUMP, "/ws") is None
+
+
+def test_messages():
+    assert format_mebibytes(8192) == "8 GiB"
+    assert format_mebibytes(1536) == "1.5 GiB"
+    assert format_mebibytes(300) == "300 MiB"
+    assert timeout_message(60).startswith("analysis stopped after 60 s")
+    assert memory_message(8192).startswith("analysis used more than 8 GiB")
+
+
+def test_out_of_memory_results():
+    def failed(type_name, message):
+        return {"ok": False, "error": {"type": type_name, "message": message}}
+
+    assert is_out_of_memory(failed("MemoryError", ""))
+    assert is_out_of_memory(failed("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"))
+    assert not is_out_of_memory(failed("RuntimeError", "shape mismatch"))
+    assert not is_out_of_memory({"ok": True})
+
+
+def test_rss_of_this_process():
+    with open("/proc/self/status") as handle:
+        status_kib = int(handle.read().split("VmRSS:")[1].split()[0])
+    # both read the same counters a moment apart: within a few MiB of each other
+    assert abs(rss_bytes(os.getpid()) - status_kib * 1024) < 16 * 1024 * 1024
+    assert rss_bytes(2**22 + 12345) is None  # no such process
