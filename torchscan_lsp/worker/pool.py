@@ -119,6 +119,7 @@ class WarmParent:
         return True
 
     async def _read_events(self, process: asyncio.subprocess.Process) -> None:
+        expected = False
         try:
             while line := await process.stdout.readline():
                 event = json.loads(line)
@@ -134,6 +135,9 @@ class WarmParent:
                         exited.set_result(event.get("status"))
         except (ValueError, OSError) as error:
             log.error("warm worker for %s sent garbage: %r", self.python, error)
+        except asyncio.CancelledError:  # the event loop is closing
+            expected = True
+            raise
         finally:
             # The warm parent is gone: its children died with it. Marked before the first await,
             # so that no new request waits for an answer that cannot come.
@@ -150,7 +154,9 @@ class WarmParent:
             self._exited.clear()
             with contextlib.suppress(Exception):
                 await process.wait()
-            log.warning("warm worker for %s stopped (status %s)", self.python, process.returncode)
+            expected = expected or self.process is not process  # or close() was called
+            log.log(logging.INFO if expected else logging.WARNING, "warm worker for %s stopped (status %s)",
+                    self.python, process.returncode)
 
     async def fork(self, request: dict[str, Any]) -> WarmJob:
         """Ask the warm parent to fork a child for ``request`` (see :mod:`.zygote`).
