@@ -1,7 +1,8 @@
 """The warm parent: ``python -m torchscan_lsp.worker.zygote``, one per worker interpreter.
 
-It imports torch and the engine once, runs nothing of torch's (so no thread pool and no CUDA
-state exists to be inherited), then forks one fresh child per job. A child starts with torch
+It imports torch and the engine once and runs one small analysis on a single thread on the CPU
+(so first-call costs are paid once, while no intra-op thread pool and no CUDA state exist to be
+inherited), then forks one fresh child per job. A child starts with torch
 already imported and no workspace module loaded, so an edited model file is always imported anew,
 and whatever the model does (crash, exit, leak, hang) ends with the child.
 
