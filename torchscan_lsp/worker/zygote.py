@@ -335,6 +335,10 @@ def main() -> int:
     try:
         preload()
         warm_up()
+        import torch
+
+        if torch.cuda.is_initialized():  # children could not use CUDA: "cannot re-initialize in forked subprocess"
+            raise RuntimeError("CUDA was initialised while warming up")
     except BaseException as error:  # noqa: BLE001 - reported, then the server falls back to cold starts
         events.write(json.dumps({"event": "failed", "message": f"{type(error).__name__}: {error}"}) + "\n")
         events.flush()
