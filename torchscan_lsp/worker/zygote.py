@@ -181,7 +181,10 @@ def _run_child(request: dict, output_fd: int, inherited: list[int], parent: int)
         faulthandler.register(signal.SIGUSR1, all_threads=False)
         os.chdir(request.get("cwd") or "/")
         memory_mb = request.get("memory_mb")
-        cap_address_space(memory_mb)
+        import torch
+
+        if not torch.cuda.is_available():  # CUDA reserves far more address space than it uses
+            cap_address_space(memory_mb)
 
         from torchscan_lsp.worker.child import run_job_file, write_result
 
