@@ -230,7 +230,7 @@ def test_code_lenses():
 
 
 def _seconds(value):
-    return {"status": "complete", "value": value, "known_value": value, "unit": "s", "scope": "module_call",
+    return {"status": "complete", "value": value, "known_value": value, "unit": "seconds", "scope": "module_call",
             "method": "torch.utils.benchmark.Timer"}
 
 

@@ -85,7 +85,7 @@ def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
     records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
     if not records:
         return None
-    return aggregate((r.get("metrics", {}).get("latency") for r in records), "s")
+    return aggregate((r.get("metrics", {}).get("latency") for r in records), "seconds")
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
