@@ -270,3 +270,10 @@ def test_call_line_shows_the_outermost_call():
     assert outermost([("stage1", 0), ("stage1.0", 0), ("stage1.1", 0)]) == [("stage1", 0)]
     assert outermost([("conv", 0), ("flat", 0)]) == [("conv", 0), ("flat", 0)]
     assert outermost([("heads.0", 0), ("heads.1", 0)]) == [("heads.0", 0), ("heads.1", 0)]
+
+
+def test_target_hover_shows_measured_memory():
+    memory = {"device": "cpu", "metric": "rss", "baseline_bytes": 1024, "peak_bytes": 1024 + 3 * 1024 * 1024,
+              "delta_bytes": 3 * 1024 * 1024}
+    card = build_hover("net.py", 4, [_state(measurements={"memory": memory})])
+    assert "Peak memory: 3.0 MiB above the baseline (peak 3.0 MiB, rss on cpu)" in card

@@ -310,3 +310,13 @@ async def test_saving_an_imported_file_reanalyses_the_target_that_imports_it(cli
     target = line_of(path, "def build_pairs")
     assert labels_by_line(await hints(client, uri))[target] == ["72 params · 64 MACs · 120 FLOPs"]
     assert labels_by_line(await hints(client, blocks_uri))[line_of(blocks, "self.b =")] == ["×2 · 32 params · 56 FLOPs"]
+
+
+async def test_measure_memory_returns_the_peak_memory_report(client):
+    uri = await analysed(client, client.status, client.root / "conv.py")
+    measured = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="torchscan.measureMemory", arguments=[uri, "build_conv"]))
+    memory = measured["memory"]
+    assert set(measured) == {"memory"} and memory["device"] == "cpu"
+    # the peak is measured above the baseline, so the growth is their difference
+    assert memory["delta_bytes"] == memory["peak_bytes"] - memory["baseline_bytes"]

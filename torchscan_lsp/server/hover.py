@@ -74,6 +74,10 @@ def target_card(state: TargetState) -> str:
         inputs = state.view.report.get("inputs", {}).get("args") or []
         if inputs:
             parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
+    memory = state.measurements.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("delta_bytes"), int):
+        parts.append(f"Peak memory: {labels.byte_size(memory['delta_bytes'])} above the baseline "
+                     f"(peak {labels.byte_size(memory.get('peak_bytes', 0))}, {memory.get('metric', '')} on {memory.get('device')})")
     latency = model_latency(state)
     if latency is not None:
         parts.append(f"Latency: {labels.latency(latency)} per call ({latency.get('status')}, {latency.get('method')})")
