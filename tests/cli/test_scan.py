@@ -327,3 +327,32 @@ def test_none_in_a_pragma_unsets_a_workspace_default(workspace, capsys):
         "too; remove input_shape or return only the model (input_shape=None in the pragma overrides a "
         "workspace default)\n"
     )
+
+
+def test_html_report_for_one_and_for_several_targets(workspace, capsys):
+    two = CONV + """
+
+    # torchscan: input_shape=(4,)
+    def build_linear():
+        return nn.Linear(4, 2)
+    """
+    write(workspace, {"net.py": CONV, "two.py": two})
+    code, _, err = scan(capsys, "net.py", "--html", "report.html")
+    assert code == 0 and "wrote report.html" in err
+    page = (workspace / "report.html").read_text(encoding="utf-8")
+    # Conv2d(3, 8, 3): 8·3·3·3 + 8 = 224 parameters, shown in the totals
+    assert "224" in page and "Conv2d" in page
+    code, _, err = scan(capsys, "two.py", "--html", "out.html")
+    assert code == 0
+    # each target gets its own file: the conv's 224 parameters in one, only the Linear in the other
+    assert "224" in (workspace / "out.build.html").read_text(encoding="utf-8")
+    linear_page = (workspace / "out.build_linear.html").read_text(encoding="utf-8")
+    assert "Linear" in linear_page and "Conv2d" not in linear_page
+    assert not (workspace / "out.html").exists()
+
+
+def test_html_report_into_a_missing_folder_is_a_one_line_error(workspace, capsys):
+    write(workspace, {"net.py": CONV})
+    code, _, err = scan(capsys, "net.py", "--html", "no/such/dir/report.html")
+    assert code == 1
+    assert "no/such/dir/report.html: error: cannot write the HTML report" in err

@@ -70,6 +70,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--layer-latency", action="store_true", help="also measure each leaf module's latency"
     )
+    parser.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -241,6 +246,9 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
         if args.format == "table":
             _print_table(stdout, shown, target, result)
 
+    if args.html:
+        _write_html(Path(args.html), [e for e in results if e.get("ok")], out)
+
     if args.format == "json":
         json.dump(results, stdout, indent=2, allow_nan=False, default=str)
         stdout.write("\n")
@@ -288,6 +296,30 @@ def _report_failure(
         type_name = error.get("type")
         message = f"{lead}: {type_name}: {detail}" if type_name else f"{lead}: {detail}"
     out.problem(where, line, message)
+
+
+def _write_html(path: Path, results: list[dict[str, Any]], out: _Output) -> None:
+    """Render each successful result (with its measurements attached) as an offline HTML file.
+
+    One result goes to ``path`` itself; several go to ``<stem>.<target>.html`` beside it, so no
+    report overwrites another. Write errors are reported like any other problem (exit status 1).
+    """
+    from torchscan_lsp.engine.html import render_report
+
+    for entry in results:
+        target_path = path if len(results) == 1 else path.with_name(f"{path.stem}.{entry['target']}{path.suffix}")
+        measurements = entry.get("measurements") or {}
+        attached = {
+            name: report
+            for name, report in measurements.items()
+            if name in ("latency", "memory", "layer_latency") and isinstance(report, dict) and "error" not in report
+        }
+        try:
+            render_report(entry["report"], target_path, title=f"{entry['file']}: {entry['target']}", **attached)
+        except (OSError, ValueError) as error:
+            out.problem(str(target_path), None, f"cannot write the HTML report: {error}")
+            continue
+        print(f"wrote {target_path}", file=out.err, flush=True)
 
 
 def _print_table(stdout: TextIO, shown: str, target: Target, result: dict[str, Any]) -> None:
