@@ -277,3 +277,28 @@ def test_target_hover_shows_measured_memory():
               "delta_bytes": 3 * 1024 * 1024}
     card = build_hover("net.py", 4, [_state(measurements={"memory": memory})])
     assert "Peak memory: 3.0 MiB above the baseline (peak 3.0 MiB, rss on cpu)" in card
+
+
+def test_receptive_field_notes_are_information_not_warnings():
+    result = copy.deepcopy(RESULT)
+    result["report"]["diagnostics"] += [
+        {"code": "unsupported_module_metric", "severity": "warning", "metric": "receptive_field", "path": "heads.0",
+         "message": "Receptive field is not defined for Linear: it mixes every input feature"},
+        {"code": "receptive_field_path", "severity": "warning", "metric": "receptive_field", "path": "conv",
+         "message": "The cumulative receptive field of 'conv' is partial: padding."},
+        # the same message for a cost metric and a receptive field: two causes, two severities
+        {"code": "unsupported_module_metric", "severity": "warning", "metric": "receptive_field", "path": "odd",
+         "message": "Module type not supported: Odd"},
+    ]
+    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=ResultView(result))])
+    by_line: dict[int, set] = {}
+    for d in found:
+        by_line.setdefault(d.range.start.line + 1, set()).add(d.severity)
+    # heads.0 was built on line 8, conv on line 7: notes only, no warning
+    assert by_line[8] == {types.DiagnosticSeverity.Information}
+    assert by_line[7] == {types.DiagnosticSeverity.Information}
+    assert by_line[9] == {types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Information}   # Odd
+    rf = next(d for d in found if d.range.start.line + 1 == 8)
+    assert "receptive_field not derived for `heads.0`" in rf.message
+    odd_cost = next(d for d in found if d.range.start.line + 1 == 9 and d.severity == types.DiagnosticSeverity.Warning)
+    assert "module_flops, macs not counted" in odd_cost.message

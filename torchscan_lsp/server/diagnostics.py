@@ -4,6 +4,8 @@
 - an information diagnostic on each target while the workspace is not trusted;
 - an error where a failing analysis raised (the innermost workspace frame), and on the target line;
 - a warning on each line whose module or operator work was not counted;
+- an information diagnostic for a receptive field (or token dependencies) that could not be
+  derived: it concerns no cost count, so it must not read as a problem to fix;
 - an information diagnostic on the target line when its totals are partial (lower bounds).
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
@@ -91,7 +93,8 @@ def _uncounted_message(diagnostics: list[dict]) -> str:
     """One message for report diagnostics that share an operator, or a code and message.
 
     An operator: ``"aten.mean: not counted in operator FLOPs: <message>"``. Module diagnostics:
-    ``"<message>: <metrics> not counted for `a`, `b` and 3 more modules"``.
+    ``"<message>: <metrics> not counted for `a`, `b` and 3 more modules"`` (``not derived`` for a
+    receptive field, which is no count).
     """
     first = diagnostics[0]
     if first.get("operator"):
@@ -101,14 +104,34 @@ def _uncounted_message(diagnostics: list[dict]) -> str:
     named = ", ".join(paths[:MAX_NAMED_PATHS])
     if len(paths) > MAX_NAMED_PATHS:
         named += f" and {len(paths) - MAX_NAMED_PATHS} more modules"
-    return f"{first.get('message', '')}: {metrics} not counted for {named}"
+    verb = "not derived" if all(_advisory(d) for d in diagnostics) else "not counted"
+    return f"{first.get('message', '')}: {metrics} {verb} for {named}"
+
+
+ADVISORY_METRICS = frozenset({"receptive_field", "effective_stride", "effective_padding", "token_dependencies"})
+"""Report metrics that describe the model rather than count its cost: their diagnostics are
+information, since nothing is missing from the parameter, FLOP, MAC or DMA counts."""
+
+
+def _advisory(diagnostic: dict) -> bool:
+    return diagnostic.get("metric") in ADVISORY_METRICS
+
+
+def _severity(group: list[dict]) -> types.DiagnosticSeverity:
+    """Error for an engine error, information for receptive-field notes, else a warning."""
+    if group[0].get("severity") == "error":
+        return types.DiagnosticSeverity.Error
+    if all(_advisory(d) for d in group):
+        return types.DiagnosticSeverity.Information
+    return types.DiagnosticSeverity.Warning
 
 
 def _group(diagnostics: Iterable[dict]) -> list[list[dict]]:
-    """Report diagnostics grouped by operator, or by code and message (one group per cause)."""
+    """Report diagnostics grouped by operator, or by code and message (one group per cause); a
+    receptive-field note never shares a group with a cost diagnostic (their severities differ)."""
     groups: dict[tuple, list[dict]] = {}
     for d in diagnostics:
-        key = ("operator", d["operator"]) if d.get("operator") else ("module", d.get("code"), d.get("message"))
+        key = ("operator", d["operator"]) if d.get("operator") else ("module", d.get("code"), d.get("message"), _advisory(d))
         groups.setdefault(key, []).append(d)
     return list(groups.values())
 
@@ -121,8 +144,7 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[type
         sited.append((lines.statement(state.line), view.unattributed_diagnostics()))
     for range_, found in sited:
         for group in _group(found):
-            severity = types.DiagnosticSeverity.Error if group[0].get("severity") == "error" else types.DiagnosticSeverity.Warning
-            out.append(_diagnostic(range_, _uncounted_message(group), severity, group[0].get("code", "uncounted")))
+            out.append(_diagnostic(range_, _uncounted_message(group), _severity(group), group[0].get("code", "uncounted")))
     if state.key.file != rel:
         return out
     partial = [name for name, metric in view.totals.items() if (metric or {}).get("status") == "partial"]
