@@ -6,6 +6,7 @@ derived by hand below.
 """
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 import lsp_support as lsp
@@ -200,7 +202,10 @@ async def test_show_report_writes_the_report_and_asks_to_show_it(client):
         command="torchscan.showReport", arguments=[uri, "build_conv", "json"]))
     report = json.loads(Path(written).read_text())
     assert report["totals"]["parameters"]["value"] == 224   # 8·3·3·3 weights + 8 biases
-    assert Path(written).is_relative_to(CACHE)
+    # one folder per workspace: the root's name and a hash of its path, so that two projects
+    # with the same file and target never overwrite each other's reports
+    digest = hashlib.sha256(str(client.root.resolve()).encode("utf-8")).hexdigest()[:10]
+    assert Path(written) == CACHE / "torchscan-lsp" / "reports" / f"{client.root.name}-{digest}" / "conv.py-build_conv.json"
     assert client.shown_documents[-1].uri == Path(written).as_uri()
 
 
@@ -268,9 +273,12 @@ async def test_command_on_unknown_file_or_target_is_a_clear_error(client):
         await client.workspace_execute_command_async(types.ExecuteCommandParams(
             command="torchscan.reanalyze", arguments=[missing]))
     uri = await analysed(client, client.status, client.root / "conv.py")
-    with pytest.raises(Exception, match="no torchscan target named 'nope' in conv.py"):
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="torchscan.showReport", arguments=[uri, "nope"]))
+    for command in ("torchscan.showReport", "torchscan.reanalyze", "torchscan.measureLatency", "torchscan.measureMemory"):
+        with pytest.raises(JsonRpcException) as raised:
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[uri, "nope"]))
+        # the message alone, as invalid parameters: no server traceback in the answer
+        error = raised.value
+        assert (error.code, error.message, error.data) == (-32602, "no torchscan target named 'nope' in conv.py", None)
     assert client.messages == []   # no message box for a failed request
 
 

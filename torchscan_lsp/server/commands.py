@@ -3,13 +3,16 @@
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
 the file), then for ``showReport`` an optional format (``html``, the default, or ``json``). Reports
-are written under the user's cache directory (``$XDG_CACHE_HOME/torchscan-lsp/reports``); HTML is
-rendered in a worker process, since rendering imports torch.
+are written under the user's cache directory, one folder per workspace
+(``$XDG_CACHE_HOME/torchscan-lsp/reports/<name>-<hash>``); HTML is rendered in a worker process,
+since rendering imports torch. A command whose arguments name no open file or target answers with
+an error that carries its message only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -17,29 +20,42 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
 from torchscan_lsp.server.code_lens import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
 from torchscan_lsp.worker import client as worker_client
 
 
-def reports_dir() -> Path:
-    """Folder that receives written reports (created on demand)."""
+def reports_dir(root: str) -> Path:
+    """Folder that receives the reports of workspace ``root`` (created on demand).
+
+    One folder per workspace, named by the root's folder name and a short hash of its absolute
+    path, so that two projects with the same file and target names never overwrite each other's
+    reports: ``$XDG_CACHE_HOME/torchscan-lsp/reports/<name>-<hash>/``.
+    """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = base / "torchscan-lsp" / "reports"
+    digest = hashlib.sha256(str(Path(root).resolve()).encode("utf-8")).hexdigest()[:10]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(root).name) or "root"
+    folder = base / "torchscan-lsp" / "reports" / f"{name}-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+class CommandError(JsonRpcInvalidParams):
+    """A command's arguments name no open file or no target: the client gets this message alone
+    (code -32602), where any other exception would also carry the server's traceback."""
 
 
 def _states(ls, uri: str, name: str | None):
     document = ls.document(uri)
     if document is None:
-        raise ValueError(f"{uri} is not open in the torchscan server")
+        raise CommandError(f"{uri} is not open in the torchscan server")
     states = ls.analyzer.store.states_in(document.root, document.rel)
     if name is not None:
         states = [s for s in states if s.key.name == name]
         if not states:
-            raise ValueError(f"no torchscan target named {name!r} in {document.rel}")
+            raise CommandError(f"no torchscan target named {name!r} in {document.rel}")
     return document, states
 
 
@@ -77,8 +93,11 @@ def register(server) -> None:
             _message(ls, f"torchscan: {name} has no report yet")
             return None
         stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{document.rel}-{name}")
-        json_path = reports_dir() / f"{stem}.json"
-        json_path.write_text(json.dumps(state.view.report, indent=2), encoding="utf-8")
+        try:
+            json_path = reports_dir(document.root) / f"{stem}.json"
+            json_path.write_text(json.dumps(state.view.report, indent=2), encoding="utf-8")
+        except OSError as error:  # the message is the answer; the traceback stays in the log
+            raise JsonRpcInternalError(f"torchscan could not write the report: {error}") from error
         shown = json_path
         if fmt == "html":
             html_path = json_path.with_suffix(".html")
