@@ -234,6 +234,23 @@ MODELS = {
             time.sleep(90)
             return nn.Linear(4, 2)
     ''',
+    "moved.py": '''
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(10, 20)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        # torchscan: input_shape=(10,)
+        def build_head():
+            return Head()
+    ''',
     "pragma_edit.py": '''
         import torch.nn as nn
 

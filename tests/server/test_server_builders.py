@@ -169,7 +169,9 @@ def test_inlay_hint_kinds_can_be_switched_off():
 def test_stale_hints_keep_labels_and_say_so():
     hints = build_inlay_hints("net.py", Lines(SOURCE), [_state(stale=True)], InlayHintSettings())
     assert all("Stale" in h.tooltip.value for h in hints)
-    assert (7, "224 params · 389 kFLOPs") in _labels(hints)
+    # the label itself says so (editors show labels, tooltips only on demand), kept short
+    assert (7, "224 params · 389 kFLOPs (stale)") in _labels(hints)
+    assert all(h.label.endswith(" (stale)") for h in hints)
 
 
 def test_utf16_columns():
@@ -302,3 +304,41 @@ def test_receptive_field_notes_are_information_not_warnings():
     assert "receptive_field not derived for `heads.0`" in rf.message
     odd_cost = next(d for d in found if d.range.start.line + 1 == 9 and d.severity == types.DiagnosticSeverity.Warning)
     assert "module_flops, macs not counted" in odd_cost.message
+
+
+def _line(source, marker):
+    """The 1-based line of ``source`` holding ``marker`` (exactly once)."""
+    (found,) = [n for n, text in enumerate(source.splitlines(), start=1) if marker in text]
+    return found
+
+
+def test_hints_hovers_and_warnings_follow_an_unsaved_edit():
+    # two comment lines on top, and the heads line rewritten: unchanged lines move down by two,
+    # the rewritten line loses what the old result said about it
+    edited = "# one\n# two\n" + SOURCE.replace("nn.Linear(8, 8) for _ in range(2)", "nn.Linear(8, 8) for _ in range(3)")
+    state = _state(stale=True)
+    state.set_analysed_texts({"net.py": SOURCE})
+    state.target = type("_Moved", (_Target,), {"line": _line(edited, "class Net")})()
+    lines = Lines(edited)
+    found = _labels(build_inlay_hints("net.py", lines, [state], InlayHintSettings()))
+    assert found == {
+        (_line(edited, "class Net"), "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs (stale)"),
+        (_line(edited, "self.conv ="), "224 params · 389 kFLOPs (stale)"),
+        (_line(edited, "self.odd ="), "0 params · ≥ 0 FLOPs (stale)"),
+        (_line(edited, "x = self.conv(x)"), "→ (1, 8, 30, 30) (stale)"),
+        (_line(edited, "x = head(x)"), "→ (1, 8) (stale)"),
+        (_line(edited, "return self.odd(x)"), "→ (1, 8) (stale)"),
+    }
+    assert "Conv2d" in build_hover("net.py", _line(edited, "self.conv ="), [state], lines.lines)
+    assert build_hover("net.py", _line(edited, "self.heads ="), [state], lines.lines) is None      # changed
+    assert build_hover("net.py", _line(edited, "def __init__"), [state], lines.lines) is None      # the old conv line
+    warnings = {d.range.start.line + 1 for d in build_diagnostics("net.py", lines, [], [state])
+                if d.severity == types.DiagnosticSeverity.Warning}
+    assert warnings == {_line(edited, "self.odd ="), _line(edited, "x = self.conv(x)")}   # Odd; aten.mean
+
+
+def test_unchanged_text_maps_every_line_to_itself():
+    state = _state()
+    state.set_analysed_texts({"net.py": SOURCE})
+    assert _labels(build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings())) == _labels(
+        build_inlay_hints("net.py", Lines(SOURCE), [_state()], InlayHintSettings()))

@@ -169,7 +169,7 @@ async def test_broken_edit_keeps_stale_hints(client):
     await client.status.wait(uri, {"failed"}, since)
 
     kept = [h for h in await hints(client, uri) if h.position.line + 1 == target]
-    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs"]
+    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs (stale)"]
     assert "Stale" in kept[0].tooltip.value
     errors = [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
     assert any("half-way through an edit" in message for _, _, message in errors)
@@ -190,9 +190,58 @@ async def test_bad_pragma_edit_keeps_stale_hints(client):
     await client.status.wait(uri, {"stale"}, since)
 
     kept = [h for h in await hints(client, uri) if h.position.line + 1 == target]
-    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs"] and "Stale" in kept[0].tooltip.value
+    assert [h.label for h in kept] == ["10 params · 8 MACs · 16 FLOPs (stale)"] and "Stale" in kept[0].tooltip.value
     pragma = line_of(path, "# torchscan:")
     assert any(line == pragma and "colour" in message for line, _, message in _diagnostics(client, uri))
+
+
+def _line_in(text: str, marker: str) -> int:
+    """The 1-based line of ``text`` holding ``marker`` (exactly once)."""
+    (found,) = [n for n, line in enumerate(text.splitlines(), start=1) if marker in line]
+    return found
+
+
+async def _hover(client, uri: str, line: int):
+    return await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line - 1, character=8)))
+
+
+async def test_hints_and_hovers_follow_unsaved_and_unparsable_edits(client):
+    path = client.root / "moved.py"
+    uri = await analysed(client, client.status, path)
+    # Linear(10, 20) on (1, 10): 10·20 + 20 = 220 parameters; FLOPs 20·(2·10 − 1) + 20 = 400;
+    # MACs 10·20 = 200; output (1, 20)
+    def expected(text: str, mark: str = "") -> dict[int, list[str]]:
+        return {_line_in(text, "def build_head"): ["220 params · 200 MACs · 400 FLOPs" + mark],
+                _line_in(text, "self.fc ="): ["220 params · 400 FLOPs" + mark],
+                _line_in(text, "return self.fc(x)"): ["→ (1, 20)" + mark]}
+
+    original = path.read_text()
+    assert labels_by_line(await hints(client, uri)) == expected(original)
+
+    # two comment lines on top, unsaved: every hint moves down two lines, marked stale
+    edited = "# one\n# two\n" + original
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+    await client.status.wait(uri, {"stale"}, since)
+    assert labels_by_line(await hints(client, uri)) == expected(edited, " (stale)")
+    assert "Linear" in (await _hover(client, uri, _line_in(edited, "self.fc ="))).contents.value
+    assert await _hover(client, uri, _line_in(original, "self.fc =")) is None   # now "def __init__"
+
+    # saved with a syntax error below the model: nothing runs, the hints still follow their lines
+    broken = edited + "\n\ndef unfinished(:\n    pass\n"
+    path.write_text(broken)
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=broken)]))
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    await client.status.wait(uri, {"stale"}, since)
+    await asyncio.sleep(0.2)   # a save that started a job would say "running" by now
+    assert labels_by_line(await hints(client, uri)) == expected(broken, " (stale)")
+    assert "Linear" in (await _hover(client, uri, _line_in(broken, "self.fc ="))).contents.value
 
 
 async def test_show_report_writes_the_report_and_asks_to_show_it(client):

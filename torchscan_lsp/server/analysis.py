@@ -233,14 +233,14 @@ class Analyzer:
                 continue
             state.untrusted = False
             job, timeout = self.build_job(document, state, measure=measure, unsaved=unsaved)
-            text_hash = content_hash(document.text)
-            key = job_key(job, text_hash, self.settings.interpreter)
+            text = document.text
+            key = job_key(job, content_hash(text), self.settings.interpreter)
             cached = self.cache.get(key, self.file_hash(document.root)) if use_cache else None
             if cached is not None:
                 self.scheduler.cancel(state.key)
-                changed.append(self._apply(state, cached, text_hash))
+                changed.append(self._apply(state, cached, text))
                 continue
-            self.scheduler.submit(state.key, lambda s=state, j=job, t=timeout, k=key, h=text_hash: self._job(s, j, t, k, h),
+            self.scheduler.submit(state.key, lambda s=state, j=job, t=timeout, k=key, x=text: self._job(s, j, t, k, x),
                                   delay_s=delay_s)
         if changed:
             self._notify(changed, set())
@@ -268,7 +268,7 @@ class Analyzer:
         for document in list(self.store.documents.values()):
             self.analyse(document)
 
-    async def _job(self, state: TargetState, job: dict, timeout: float, key: str, text_hash: str) -> None:
+    async def _job(self, state: TargetState, job: dict, timeout: float, key: str, text: str) -> None:
         task = asyncio.current_task()
         state.running = True
         self.listener.job_started(state, task)
@@ -290,13 +290,15 @@ class Analyzer:
         state.running = False
         if result.get("ok"):
             self.cache.put(key, result, self.file_hash(job["workspace_root"]))
-        self._apply(state, result, text_hash)
+        self._apply(state, result, text)
         self._notify([state], before)
 
-    def _apply(self, state: TargetState, result: dict, text_hash: str) -> TargetState:
+    def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
+        """Take ``result`` of ``state``'s job, whose target file read ``text``."""
         if result.get("ok"):
-            state.analysed_hash = text_hash
+            state.analysed_hash = content_hash(text)
             state.view = ResultView(result)
+            state.set_analysed_texts(self._analysed_texts(state, text))
             state.error = None
             state.stale = False
             state.measurements.update(result.get("measurements") or {})
@@ -304,6 +306,19 @@ class Analyzer:
             state.error = result
             state.stale = state.view is not None
         return state
+
+    def _analysed_texts(self, state: TargetState, text: str) -> dict[str, str]:
+        """The texts ``state``'s new result was computed from: ``text`` for its own file, and for
+        every other file it names lines of, the file on disk (the worker imports files from disk;
+        an unchanged file is what a cached result read too). A file that cannot be read is left
+        out, and its lines are taken as they are."""
+        texts = {state.key.file: text}
+        for rel in {file for file, _ in state.view.lines} - {state.key.file}:
+            try:
+                texts[rel] = Path(state.key.root, rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+        return texts
 
     def _notify(self, states: list[TargetState], before: set[str]) -> None:
         files: set[tuple[str, str]] = set()

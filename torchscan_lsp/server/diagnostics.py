@@ -139,7 +139,7 @@ def _group(diagnostics: Iterable[dict]) -> list[list[dict]]:
 def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
     view = state.view
     out: list[types.Diagnostic] = []
-    sited = [(lines.statement(line), info.diagnostics) for line, info in sorted(view.lines_in(rel).items())]
+    sited = [(lines.statement(line), info.diagnostics) for line, info in sorted(state.lines_in(rel, lines.lines).items())]
     if state.key.file == rel:
         sited.append((lines.statement(state.line), view.unattributed_diagnostics()))
     for range_, found in sited:

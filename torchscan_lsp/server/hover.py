@@ -151,14 +151,19 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
     return f"**{title}** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
 
 
-def build_hover(rel: str, line: int, states: list[TargetState]) -> str | None:
-    """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``."""
+def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None) -> str | None:
+    """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``.
+
+    ``current`` is the document's lines now: each result's lines are mapped onto them, so a hover
+    follows unsaved edits and says nothing on a line that changed. ``None`` takes the lines as
+    analysed.
+    """
     for state in states:
         if state.key.file == rel and state.line == line:
             return target_card(state)
     for state in states:
         view = state.view
-        info = view.line(rel, line) if view is not None else None
+        info = state.line_info(rel, line, current)
         if info is None:
             continue
         parts = [STALE_NOTE] if state.stale or state.error is not None else []
@@ -184,9 +189,9 @@ def register(server) -> None:
         document = ls.document(params.text_document.uri)
         if document is None:
             return None
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document))
+        lines = ls.lines(document)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines)
         if text is None:
             return None
-        lines = ls.lines(document)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
                            range=lines.statement(params.position.line + 1))

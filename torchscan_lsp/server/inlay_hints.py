@@ -1,7 +1,9 @@
 """Inlay hints: totals on target lines, cost on module definition lines, shapes on call lines.
 
 Built from the target states alone (no I/O), so the request handler answers at once from what the
-last analyses left. Labels stay short; the detail and the stale mark go in the tooltip.
+last analyses left. Lines a result names are mapped onto the current text, so hints follow unsaved
+edits and leave lines that changed. Labels stay short: the detail goes in the tooltip, and a stale
+hint ends with :data:`STALE_MARK`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from torchscan_lsp.server.settings import InlayHintSettings
 from torchscan_lsp.server.state import TargetState
 
 STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
+STALE_MARK = " (stale)"
+"""Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
 
 
 def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
@@ -24,8 +28,10 @@ def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
     return types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n".join(parts))
 
 
-def _hint(lines: Lines, line: int, label: str, kind: types.InlayHintKind | None, tooltip: types.MarkupContent) -> types.InlayHint:
-    return types.InlayHint(position=lines.end(line), label=label, kind=kind, tooltip=tooltip, padding_left=True)
+def _hint(lines: Lines, line: int, label: str, kind: types.InlayHintKind | None, tooltip: types.MarkupContent,
+          stale: bool) -> types.InlayHint:
+    return types.InlayHint(position=lines.end(line), label=label + (STALE_MARK if stale else ""), kind=kind,
+                           tooltip=tooltip, padding_left=True)
 
 
 def totals_tooltip(view: ResultView) -> str:
@@ -108,21 +114,22 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
         view = state.view
         if view is None:
             continue
+        stale = state.stale or state.error is not None
         if settings.totals and state.key.file == rel:
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
-                                                     _tooltip(state, totals_tooltip(view))))
-        for line, info in sorted(view.lines_in(rel).items()):
+                                                     _tooltip(state, totals_tooltip(view)), stale))
+        for line, info in sorted(state.lines_in(rel, lines.lines).items()):
             # The root module's cost is what the totals hint on the target line already says.
             defined = [p for p in info.defined if p]
             if settings.modules and defined:
                 label, tip = module_label(view, defined)
-                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
+                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
-                    state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)")))
+                    state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
-                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip)))
+                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
     return hints
 
 

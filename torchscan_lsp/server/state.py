@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from torchscan_lsp.server.results import ResultView
+from torchscan_lsp.server.line_map import IDENTITY, LineMap
+from torchscan_lsp.server.results import LineInfo, ResultView
 
 
 class TargetKey(NamedTuple):
@@ -81,6 +82,9 @@ class TargetState:
         untrusted: analysis was refused because the workspace is not trusted.
         measurements: the latest measurement results by kind (``latency``, ``memory``).
         analysed_hash: content hash of the file text the good result was computed from.
+        analysed_texts: the text of each workspace file the good result names lines of, as the
+            worker read it, by workspace-relative path: its lines are mapped onto the current
+            text (:meth:`line_map`), so hints and hovers follow unsaved edits.
     """
 
     key: TargetKey
@@ -92,6 +96,8 @@ class TargetState:
     untrusted: bool = False
     measurements: dict = field(default_factory=dict)
     analysed_hash: str | None = None
+    analysed_texts: dict[str, str] = field(default_factory=dict)
+    _line_maps: dict[str, tuple[list[str], LineMap]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def line(self) -> int:
@@ -107,6 +113,43 @@ class TargetState:
         if self.error and self.error.get("error", {}).get("file"):
             files.add(self.error["error"]["file"])
         return files
+
+    def set_analysed_texts(self, texts: dict[str, str]) -> None:
+        """Remember the texts the new good result was computed from (by workspace-relative path)."""
+        self.analysed_texts = texts
+        self._line_maps.clear()
+
+    def line_map(self, rel: str, current: list[str] | None) -> LineMap:
+        """How the lines of ``rel`` the good result names map to ``current`` (the document's lines
+        now); the identity when either text is unknown. Built once per current text."""
+        analysed = self.analysed_texts.get(rel)
+        if analysed is None or current is None:
+            return IDENTITY
+        cached = self._line_maps.get(rel)
+        if cached is None or cached[0] != current:
+            cached = self._line_maps[rel] = (list(current), LineMap(analysed.splitlines(), current))
+        return cached[1]
+
+    def lines_in(self, rel: str, current: list[str] | None) -> dict[int, LineInfo]:
+        """What the good result says about each line of ``rel``, by current 1-based line; lines
+        that changed since the analysis are left out. Empty without a good result."""
+        if self.view is None:
+            return {}
+        moved = self.line_map(rel, current)
+        out = {}
+        for line, info in self.view.lines_in(rel).items():
+            now = moved.to_current(line)
+            if now is not None:
+                out[now] = info
+        return out
+
+    def line_info(self, rel: str, line: int, current: list[str] | None) -> LineInfo | None:
+        """What the good result says about current 1-based ``line`` of ``rel``, or ``None`` (also
+        for a line that changed since the analysis)."""
+        if self.view is None:
+            return None
+        analysed = self.line_map(rel, current).to_analysed(line)
+        return None if analysed is None else self.view.line(rel, analysed)
 
     def state_word(self) -> str:
         """One word for status displays: running, failed, stale, untrusted, done or idle."""
