@@ -342,3 +342,20 @@ def test_unchanged_text_maps_every_line_to_itself():
     state.set_analysed_texts({"net.py": SOURCE})
     assert _labels(build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings())) == _labels(
         build_inlay_hints("net.py", Lines(SOURCE), [_state()], InlayHintSettings()))
+
+
+def test_failure_diagnostic_follows_an_unsaved_edit():
+    failure = {"ok": False, "target": "Net", "error": {"kind": "forward", "type": "RuntimeError",
+                                                        "message": "shape mismatch", "file": "net.py", "line": 13}}
+    state = _state(error=failure, stale=True)
+    state.set_error_texts({"net.py": SOURCE})
+    edited = "# one\n# two\n" + SOURCE
+    state.target = type("_Moved", (_Target,), {"line": _line(edited, "class Net")})()
+    errors = sorted(d.range.start.line + 1 for d in build_diagnostics("net.py", Lines(edited), [], [state])
+                    if d.severity == types.DiagnosticSeverity.Error)
+    assert errors == [_line(edited, "class Net"), _line(edited, "x = head(x)")]   # line 13 of SOURCE
+    # the raising line rewritten: only the target line keeps the error
+    rewritten = edited.replace("x = head(x)", "x = head(x) + 1")
+    errors = [d.range.start.line + 1 for d in build_diagnostics("net.py", Lines(rewritten), [], [state])
+              if d.severity == types.DiagnosticSeverity.Error]
+    assert errors == [_line(rewritten, "class Net")]

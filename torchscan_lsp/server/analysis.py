@@ -298,22 +298,23 @@ class Analyzer:
         if result.get("ok"):
             state.analysed_hash = content_hash(text)
             state.view = ResultView(result)
-            state.set_analysed_texts(self._analysed_texts(state, text))
+            state.set_analysed_texts(self._texts(state, text, {file for file, _ in state.view.lines}))
             state.error = None
             state.stale = False
             state.measurements.update(result.get("measurements") or {})
         else:
             state.error = result
+            state.set_error_texts(self._texts(state, text, {(result.get("error") or {}).get("file")} - {None}))
             state.stale = state.view is not None
         return state
 
-    def _analysed_texts(self, state: TargetState, text: str) -> dict[str, str]:
+    def _texts(self, state: TargetState, text: str, files: set[str]) -> dict[str, str]:
         """The texts ``state``'s new result was computed from: ``text`` for its own file, and for
-        every other file it names lines of, the file on disk (the worker imports files from disk;
-        an unchanged file is what a cached result read too). A file that cannot be read is left
-        out, and its lines are taken as they are."""
+        each other of ``files`` (those it names lines of) the file on disk (the worker imports files
+        from disk; an unchanged file is what a cached result read too). A file that cannot be read
+        is left out, and its lines are taken as they are."""
         texts = {state.key.file: text}
-        for rel in {file for file, _ in state.view.lines} - {state.key.file}:
+        for rel in files - {state.key.file}:
             try:
                 texts[rel] = Path(state.key.root, rel).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

@@ -77,10 +77,12 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
     message = error_message(state)
     kind = f"analysis-{error.get('kind') or 'crash'}"
     out = []
-    at_error = error.get("file") == rel and error.get("line")
-    if at_error:
-        out.append(_diagnostic(lines.statement(int(error["line"])), message, types.DiagnosticSeverity.Error, kind))
-    if state.key.file == rel and not (at_error and int(error["line"]) == state.line):
+    # the line that raised, where it is now (nothing there when that line changed since)
+    at_error = (state.line_map(rel, lines.lines, error=True).to_current(int(error["line"]))
+                if error.get("file") == rel and error.get("line") else None)
+    if at_error is not None:
+        out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
+    if state.key.file == rel and at_error != state.line:
         where = f" (raised at {error['file']}:{error['line']})" if error.get("file") and error.get("line") else ""
         out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
     return out

@@ -85,6 +85,8 @@ class TargetState:
         analysed_texts: the text of each workspace file the good result names lines of, as the
             worker read it, by workspace-relative path: its lines are mapped onto the current
             text (:meth:`line_map`), so hints and hovers follow unsaved edits.
+        error_texts: the same for the latest failure (the file that raised), so that its error
+            follows unsaved edits too.
     """
 
     key: TargetKey
@@ -97,7 +99,9 @@ class TargetState:
     measurements: dict = field(default_factory=dict)
     analysed_hash: str | None = None
     analysed_texts: dict[str, str] = field(default_factory=dict)
-    _line_maps: dict[str, tuple[list[str], LineMap]] = field(default_factory=dict, repr=False, compare=False)
+    error_texts: dict[str, str] = field(default_factory=dict)
+    _line_maps: dict[tuple[bool, str], tuple[list[str], LineMap]] = field(default_factory=dict, repr=False,
+                                                                         compare=False)
 
     @property
     def line(self) -> int:
@@ -117,17 +121,27 @@ class TargetState:
     def set_analysed_texts(self, texts: dict[str, str]) -> None:
         """Remember the texts the new good result was computed from (by workspace-relative path)."""
         self.analysed_texts = texts
-        self._line_maps.clear()
+        self._forget_maps(error=False)
 
-    def line_map(self, rel: str, current: list[str] | None) -> LineMap:
-        """How the lines of ``rel`` the good result names map to ``current`` (the document's lines
-        now); the identity when either text is unknown. Built once per current text."""
-        analysed = self.analysed_texts.get(rel)
+    def set_error_texts(self, texts: dict[str, str]) -> None:
+        """Remember the texts the latest failure was computed from (by workspace-relative path)."""
+        self.error_texts = texts
+        self._forget_maps(error=True)
+
+    def _forget_maps(self, *, error: bool) -> None:
+        for key in [k for k in self._line_maps if k[0] == error]:
+            del self._line_maps[key]
+
+    def line_map(self, rel: str, current: list[str] | None, *, error: bool = False) -> LineMap:
+        """How the lines of ``rel`` the good result (or, with ``error``, the latest failure) names
+        map to ``current`` (the document's lines now); the identity when either text is unknown.
+        Built once per current text."""
+        analysed = (self.error_texts if error else self.analysed_texts).get(rel)
         if analysed is None or current is None:
             return IDENTITY
-        cached = self._line_maps.get(rel)
+        cached = self._line_maps.get((error, rel))
         if cached is None or cached[0] != current:
-            cached = self._line_maps[rel] = (list(current), LineMap(analysed.splitlines(), current))
+            cached = self._line_maps[(error, rel)] = (list(current), LineMap(analysed.splitlines(), current))
         return cached[1]
 
     def lines_in(self, rel: str, current: list[str] | None) -> dict[int, LineInfo]:
