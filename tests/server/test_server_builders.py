@@ -208,6 +208,14 @@ def test_untrusted_information():
     found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)])
     assert [(d.range.start.line + 1, d.severity) for d in found] == [(4, types.DiagnosticSeverity.Information)]
     assert "torchscan.allowExecution" in found[0].message
+    # an unknown client: the setting, and the names the shipped Neovim and Emacs set-ups give it
+    assert "Neovim plugin: allow_execution = true; Emacs: torchscan-allow-execution" in found[0].message
+    for client, words in (("Neovim", "set allow_execution = true in require('torchscan').setup{...}"),
+                          ("Eglot", "set the variable torchscan-allow-execution to t"),
+                          ("emacs", "set the variable torchscan-allow-execution to t")):
+        (told,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)], client=client)
+        assert words in told.message and "torchscan.allowExecution" in told.message
+        assert words in build_hover("net.py", 4, [_state(view=None, untrusted=True)], client=client)
 
 
 def test_hover_cards():
@@ -226,7 +234,7 @@ def test_hover_cards():
 def test_code_lenses():
     lenses = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state()])
     assert [lens.command.title for lens in lenses] == [
-        "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs", "Re-analyse", "Show report", "Measure latency"]
+        "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory"]
     assert {lens.range.start.line for lens in lenses} == {3}
     assert lenses[1].command.command == "torchscan.reanalyze" and lenses[1].command.arguments == ["file:///ws/net.py", "Net"]
 

@@ -12,20 +12,21 @@ import lsp_support as lsp
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"])
 
 
-async def _start(client, tmp_path, capabilities, trusted):
+async def _start(client, tmp_path, capabilities, trusted, client_info=None):
     root = lsp.make_workspace(tmp_path)
     client.root = root
     client.status = lsp.attach(client)
     client.set_configuration({}, section="torchscan")
     return await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=root.as_uri(),
+        capabilities=capabilities, root_uri=root.as_uri(), client_info=client_info,
         workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
         initialization_options={"trusted": trusted}))
 
 
 @pytest_lsp.fixture(config=SERVER)
 async def untrusted(lsp_client: LanguageClient, tmp_path):
-    await _start(lsp_client, tmp_path, client_capabilities("neovim@v0.11"), trusted=False)
+    await _start(lsp_client, tmp_path, client_capabilities("neovim@v0.11"), trusted=False,
+                 client_info=types.ClientInfo(name="Neovim", version="0.11.4"))
     yield
     await lsp_client.shutdown_session()
 
@@ -37,7 +38,10 @@ async def test_untrusted_workspace_runs_nothing_until_allowed(untrusted):
     target = lsp.line_of(path, "def build_conv")
     found = client.diagnostics[uri]
     assert [(d.range.start.line + 1, d.severity) for d in found] == [(target, types.DiagnosticSeverity.Information)]
+    # the client said it is Neovim: the advice names the Neovim plugin's option, and the setting
+    assert "allow_execution = true in require('torchscan').setup" in found[0].message
     assert "torchscan.allowExecution" in found[0].message
+    assert (await client.status.wait(uri, {"untrusted"}))[1] == "not analysed: the workspace is not trusted (allow_execution)"
     assert await lsp.hints(client, uri) == []
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))

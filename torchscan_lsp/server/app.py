@@ -59,6 +59,7 @@ class TorchscanServer(LanguageServer):
         pull_diagnostics: the client pulls diagnostics (and can be asked to refresh them); when
             false, diagnostics are pushed with ``textDocument/publishDiagnostics``.
         settings_ready: set once settings were pulled (or could not be).
+        client_name: the name the client gave in ``initialize`` (``clientInfo.name``), or ``None``.
     """
 
     def __init__(self) -> None:
@@ -68,6 +69,7 @@ class TorchscanServer(LanguageServer):
         self.pull_diagnostics = False
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
+        self.client_name: str | None = None
         self.watcher = WorkspaceWatcher(self)
 
     # errors ------------------------------------------------------------------------------------
@@ -153,7 +155,8 @@ class TorchscanServer(LanguageServer):
     def diagnostics_for(self, document: Document) -> list[types.Diagnostic]:
         """All diagnostics of ``document`` (one builder for pushes and pulls)."""
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
-                                             self.states_for(document), self.analyzer.config_error(document.root))
+                                             self.states_for(document), self.analyzer.config_error(document.root),
+                                             self.client_name)
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""
@@ -193,6 +196,7 @@ def create_server() -> TorchscanServer:
     def initialize(ls: TorchscanServer, params: types.InitializeParams) -> None:
         options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
         ls.analyzer.trusted = bool(options.get("trusted", False))
+        ls.client_name = params.client_info.name if params.client_info is not None else None
         if isinstance(options.get("settings"), dict):
             ls.client_settings = options["settings"]
         ls.pull_diagnostics = client_pulls_diagnostics(params.capabilities)

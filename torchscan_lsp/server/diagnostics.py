@@ -22,10 +22,30 @@ from torchscan_lsp.server.state import TargetState
 
 SOURCE = "torchscan"
 
-UNTRUSTED_MESSAGE = (
-    "torchscan does not run code of an untrusted workspace, so this target was not analysed. "
-    "Trust the workspace in your editor, or set torchscan.allowExecution to true."
-)
+# How a user of each editor allows execution, by the client's name (``clientInfo.name``, lower
+# case): the shipped Neovim and Emacs configurations take the setting under names of their own.
+_HOW_TO_ALLOW = {
+    "neovim": "Neovim has no workspace trust: set allow_execution = true in require('torchscan').setup{...} "
+              "(the server setting torchscan.allowExecution)",
+    "emacs": "Emacs has no workspace trust: set the variable torchscan-allow-execution to t "
+             "(the server setting torchscan.allowExecution)",
+}
+_HOW_TO_ALLOW["eglot"] = _HOW_TO_ALLOW["emacs"]
+_SETTING_NAMES = {"neovim": "allow_execution", "emacs": "torchscan-allow-execution", "eglot": "torchscan-allow-execution"}
+_GENERIC_ALLOW = ("Trust the workspace in your editor, or set torchscan.allowExecution to true "
+                  "(Neovim plugin: allow_execution = true; Emacs: torchscan-allow-execution)")
+
+
+def allow_setting(client: str | None = None) -> str:
+    """The name under which the user of ``client`` allows execution (short, for a status line)."""
+    return _SETTING_NAMES.get((client or "").lower(), "torchscan.allowExecution")
+
+
+def untrusted_message(client: str | None = None) -> str:
+    """Why a target was not analysed, and how the user of ``client`` (the name the client gave
+    in ``initialize``; ``None`` when unknown) allows it."""
+    how = _HOW_TO_ALLOW.get((client or "").lower(), _GENERIC_ALLOW)
+    return f"torchscan does not run code of an untrusted workspace, so this target was not analysed. {how}."
 
 _ERROR_ADVICE = {
     "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
@@ -169,17 +189,18 @@ def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetSt
 
 
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
-                      config_error: Any = None) -> list[types.Diagnostic]:
+                      config_error: Any = None, client: str | None = None) -> list[types.Diagnostic]:
     """All diagnostics of workspace-relative file ``rel``; duplicates (same range and message) once.
 
-    ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any.
+    ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any; ``client`` the
+    editor's name, which words the untrusted-workspace advice (:func:`untrusted_message`).
     """
     out = problem_diagnostics(lines, problems)
     if config_error is not None:
         out.extend(config_diagnostics(rel, lines, config_error, states))
     for state in states:
         if state.untrusted and state.key.file == rel:
-            out.append(_diagnostic(lines.statement(state.line), f"{state.key.name}: {UNTRUSTED_MESSAGE}",
+            out.append(_diagnostic(lines.statement(state.line), f"{state.key.name}: {untrusted_message(client)}",
                                    types.DiagnosticSeverity.Information, "untrusted"))
             continue
         if state.error is not None:

@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.code_lens import model_latency
-from torchscan_lsp.server.diagnostics import UNTRUSTED_MESSAGE, error_message
+from torchscan_lsp.server.diagnostics import error_message, untrusted_message
 from torchscan_lsp.server.inlay_hints import STALE_NOTE, outermost
 from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.state import TargetState
@@ -58,11 +58,11 @@ def top_modules(view: ResultView, count: int = TOP_MODULES) -> str:
     return "**Top modules by FLOPs**\n\n" + "\n".join(rows)
 
 
-def target_card(state: TargetState) -> str:
-    """The hover card of a target line."""
+def target_card(state: TargetState, client: str | None = None) -> str:
+    """The hover card of a target line (``client``: the editor's name, see :func:`untrusted_message`)."""
     parts = [f"### torchscan: `{state.key.name}` — {state.state_word()}"]
     if state.untrusted:
-        parts.append(UNTRUSTED_MESSAGE)
+        parts.append(untrusted_message(client))
     if state.error is not None:
         parts.append(f"**Failed**: {error_message(state)}")
     if state.view is not None:
@@ -151,16 +151,17 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
     return f"**{title}** (torch.utils.flop_counter.FlopCounterMode)\n\n" + "\n".join(rows)
 
 
-def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None) -> str | None:
+def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None,
+                client: str | None = None) -> str | None:
     """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``.
 
     ``current`` is the document's lines now: each result's lines are mapped onto them, so a hover
     follows unsaved edits and says nothing on a line that changed. ``None`` takes the lines as
-    analysed.
+    analysed. ``client`` is the editor's name (see :func:`untrusted_message`).
     """
     for state in states:
         if state.key.file == rel and state.line == line:
-            return target_card(state)
+            return target_card(state, client)
     for state in states:
         view = state.view
         info = state.line_info(rel, line, current)
@@ -190,7 +191,7 @@ def register(server) -> None:
         if document is None:
             return None
         lines = ls.lines(document)
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client_name)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from torchscan_lsp.server import labels
-from torchscan_lsp.server.diagnostics import error_message
+from torchscan_lsp.server.diagnostics import allow_setting, error_message
 from torchscan_lsp.server.state import TargetState
 
 if TYPE_CHECKING:
@@ -28,8 +28,9 @@ STATUS_METHOD = "torchscan/status"
 _ORDER = ("running", "failed", "untrusted", "stale", "done", "idle")
 
 
-def file_status(states: list[TargetState]) -> tuple[str, str]:
-    """The state word and message for one file from its targets' states."""
+def file_status(states: list[TargetState], client: str | None = None) -> tuple[str, str]:
+    """The state word and message for one file from its targets' states (``client``: the
+    editor's name, which names the setting that allows execution)."""
     if not states:
         return "idle", "no torchscan targets in this file"
     words = [s.state_word() for s in states]
@@ -40,7 +41,7 @@ def file_status(states: list[TargetState]) -> tuple[str, str]:
     elif word == "failed":
         message = error_message(chosen[0])
     elif word == "untrusted":
-        message = "not analysed: the workspace is not trusted (torchscan.allowExecution)"
+        message = f"not analysed: the workspace is not trusted ({allow_setting(client)})"
     elif word in ("done", "stale"):
         message = "; ".join(f"{s.key.name}: {labels.totals_label(s.view.totals)}" for s in chosen if s.view is not None)
     else:
@@ -91,5 +92,5 @@ class Progress:
 
     def send_status(self, uri: str, states: list[TargetState]) -> None:
         """Send ``torchscan/status`` for the file at ``uri``."""
-        word, message = file_status(states)
+        word, message = file_status(states, self.server.client_name)
         self.server.protocol.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})
