@@ -79,7 +79,7 @@ async def test_conv_hints_hover_lenses(client):
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
     assert [lens.command.title for lens in lenses] == [
-        "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency"]
+        "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory"]
     assert all(lens.range.start.line == target - 1 for lens in lenses)
     assert not [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
 

@@ -1,5 +1,5 @@
-"""Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report" and
-"Measure latency". Command names and arguments are those of docs/architecture.md."""
+"""Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
+"Measure latency" and "Measure memory". Command names and arguments are those of docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
         args = [uri, state.key.name]
         summary_command = SHOW_REPORT if state.view is not None else REANALYZE
         for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYZE),
-                               ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY)):
+                               ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY),
+                               ("Measure memory", MEASURE_MEMORY)):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses
 
