@@ -71,7 +71,7 @@ def test_code_lenses_on_the_target_line(session, expected):
     assert {lens["line"] for lens in lenses} == {expected.target_line}
     assert [lens["title"] for lens in lenses] == [expected.totals, "Re-analyse", "Show report", "Measure latency", "Measure memory"]
     assert {lens["command"] for lens in lenses} <= {"torchscan.reanalyze", "torchscan.showReport",
-                                                     "torchscan.measureLatency"}
+                                                     "torchscan.measureLatency", "torchscan.measureMemory"}
 
 
 def test_hover_on_the_module_line(session, expected):
