@@ -13,11 +13,18 @@
 ;;   (add-hook 'python-mode-hook #'eglot-ensure)
 ;;
 ;; eglot runs one server per major mode, so this replaces any other Python server in eglot.
+;;
+;; The server reads the workspace's defaults from pyproject.toml ([tool.torchscan-lsp]) at the root
+;; eglot gives it, and eglot's root is project.el's project.  A folder with a pyproject.toml but no
+;; version control is no project to project.el, so eglot would root the server at the file's own
+;; folder; `torchscan-eglot-setup' therefore makes the nearest folder above a Python file that holds
+;; a pyproject.toml its project (as the Neovim plugin's root markers do).
 
 ;;; Code:
 
 (require 'cl-lib)
 (require 'eglot)
+(require 'project)
 
 (defgroup torchscan nil
   "What a PyTorch model costs, from the torchscan-lsp language server."
@@ -56,6 +63,19 @@ For example:
           (user-error "torchscan: importing torchscan_lsp with %s failed: %s"
                       torchscan-python (string-trim (buffer-string))))))))
 
+(defun torchscan-project-try-pyproject (dir)
+  "The project of a Python buffer in DIR: the nearest folder with a pyproject.toml.
+The folder is DIR or one above it.  Nil in other buffers, or when
+there is none, leaving the search to the other
+`project-find-functions'."
+  (when (derived-mode-p 'python-mode 'python-ts-mode)
+    (let ((root (locate-dominating-file dir "pyproject.toml")))
+      (and root (cons 'torchscan (file-name-as-directory (expand-file-name root)))))))
+
+(cl-defmethod project-root ((project (head torchscan)))
+  "The folder of PROJECT's pyproject.toml."
+  (cdr project))
+
 (defun torchscan-server-contact (&optional _interactive)
   "The eglot contact for the server: its command, after checking the interpreter."
   (torchscan--check-interpreter)
@@ -88,6 +108,9 @@ For example:
 (defun torchscan-eglot-setup ()
   "Use torchscan-lsp as eglot's server for Python buffers."
   (add-to-list 'eglot-server-programs '((python-mode python-ts-mode) . torchscan-server-contact))
+  ;; First, so that the pyproject.toml holding the workspace defaults names the root, also when no
+  ;; version control (or one further up) would.
+  (add-hook 'project-find-functions #'torchscan-project-try-pyproject)
   ;; The server pulls its settings; answer from the variables above, read at each pull.
   (setq-default eglot-workspace-configuration #'torchscan-workspace-configuration))
 

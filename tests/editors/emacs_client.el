@@ -6,7 +6,7 @@
 ;;   TORCHSCAN_OUT         JSON file written at the end
 ;;   TORCHSCAN_MODE        "session" (analyse, collect hover and diagnostics) or "setup-only"
 ;; Writes what Emacs received: the hover text eglot shows, flymake's diagnostics, the
-;; torchscan/status states and any error message.
+;; torchscan/status states, the root eglot gave the server and any error message.
 
 (require 'json)
 (require 'cl-lib)
@@ -78,6 +78,7 @@ When EXPECTED, wait for at least one; otherwise take what flymake has now."
                                      (cons 'model (client-diagnostics model nil))))
             client-result))
     (with-current-buffer model
+      (push (cons 'project_root (project-root (eglot--project (eglot--current-server-or-lose)))) client-result)
       (goto-char (point-min))
       (search-forward "nn.Conv2d(")
       (let* ((hover (jsonrpc-request (eglot--current-server-or-lose) :textDocument/hover

@@ -41,6 +41,13 @@ def test_analysis_states_arrive(session):
     assert session["messages"] is None
 
 
+def test_the_root_is_the_folder_of_pyproject_toml(session, workspace):
+    # the models lie one folder below pyproject.toml, with no version control around them: the
+    # server must still get the folder that holds the workspace defaults as its root
+    assert not any((folder / ".git").exists() for folder in (workspace, *workspace.parents))
+    assert session["project_root"] == f"{workspace}/"
+
+
 def test_hover_as_eglot_shows_it(session, expected):
     assert session["hover_line"] == expected.module_line
     hover = session["hover"]
