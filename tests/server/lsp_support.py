@@ -251,6 +251,29 @@ MODELS = {
         def build_head():
             return Head()
     ''',
+    "residual_blocks.py": '''
+        import torch
+        import torch.nn as nn
+
+
+        class Res(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                out = self.fc(x)
+                return torch.relu(out + x)
+    ''',
+    "uses_residual.py": '''
+        import torch.nn as nn
+        from residual_blocks import Res
+
+
+        # torchscan: input_shape=(4,)
+        def build_residual():
+            return nn.Sequential(Res(), Res())
+    ''',
     "pragma_edit.py": '''
         import torch.nn as nn
 

@@ -367,3 +367,34 @@ def test_failure_diagnostic_follows_an_unsaved_edit():
     errors = [d.range.start.line + 1 for d in build_diagnostics("net.py", Lines(rewritten), [], [state])
               if d.severity == types.DiagnosticSeverity.Error]
     assert errors == [_line(rewritten, "class Net")]
+
+
+def test_container_work_sits_where_the_work_ran():
+    # the root's own forward added on line 14 and multiplied matrices on line 13: the escaped work
+    # is reported there, each diagnostic on the lines of the operators it lists
+    result = copy.deepcopy(RESULT)
+    result["source_map"]["operators"] += [
+        {"file": "net.py", "line": 14, "operator": "aten.add", "calls": 1, "flops": 8, "ignored": None, "module": ""},
+        {"file": "net.py", "line": 13, "operator": "aten.mm", "calls": 2, "flops": 256, "ignored": None, "module": ""},
+        # the same operator on the same line inside a child call: the hover sums the two
+        {"file": "net.py", "line": 13, "operator": "aten.mm", "calls": 1, "flops": 128, "ignored": None, "module": "heads.0"},
+    ]
+    work = "Operators ran in the own forward of the root module, outside every child module call, and no module " \
+           "formula counts them: aten.add x1, aten.mm x2."
+    macs = "Matrix, convolution or attention work ran in the own forward of the root module: aten.mm x2."
+    result["report"]["diagnostics"] += [
+        {"code": "container_work", "severity": "warning", "metric": "module_flops", "path": "", "message": work},
+        {"code": "container_work", "severity": "warning", "metric": "dmas", "path": "", "message": work},
+        {"code": "container_work", "severity": "warning", "metric": "macs", "path": "", "message": macs},
+    ]
+    state = _state(view=ResultView(result))
+    found = [(d.range.start.line + 1, d.message) for d in build_diagnostics("net.py", Lines(SOURCE), [], [state])
+             if d.code == "container_work"]
+    assert sorted((line, message.split(":")[0]) for line, message in found) == [
+        (13, "Matrix, convolution or attention work ran in the own forward of the root module"),
+        (13, "Operators ran in the own forward of the root module, outside every child module call, and no module "
+             "formula counts them"),
+        (14, "Operators ran in the own forward of the root module, outside every child module call, and no module "
+             "formula counts them"),
+    ]
+    assert "| aten.mm | 3 | 384 FLOPs |" in build_hover("net.py", 13, [state])   # 2 + 1 calls, 256 + 128

@@ -286,6 +286,28 @@ async def test_hints_in_an_imported_workspace_file(client):
     assert in_factory[line_of(path, "def build_pairs")] == ["80 params · 64 MACs · 128 FLOPs"]  # MACs 2·2·16
 
 
+async def test_container_work_is_reported_where_it_ran(client):
+    blocks = client.root / "residual_blocks.py"
+    blocks_uri = lsp.open_document(client, blocks)   # open: its diagnostics are pushed
+    path = client.root / "uses_residual.py"
+    uri = await analysed(client, client.status, path)
+    # each Res adds and applies relu in its own forward, outside its Linear's call: uncounted work
+    # of the containers "0" and "1", which ran on the residual line of residual_blocks.py
+    residual = line_of(blocks, "torch.relu(out + x)")
+    for _ in range(100):   # the pushes of the two files arrive one after the other
+        if client.diagnostics.get(blocks_uri):
+            break
+        await asyncio.sleep(0.05)
+    in_blocks = [(d.range.start.line + 1, d.message) for d in client.diagnostics.get(blocks_uri, [])
+                 if d.code == "container_work"]
+    assert sorted(line for line, _ in in_blocks) == [residual, residual]
+    assert {message.split(",")[0] for _, message in in_blocks} == {
+        "Operators ran in the own forward of '0'", "Operators ran in the own forward of '1'"}
+    assert all("aten.add x1" in message and "aten.relu x1" in message for _, message in in_blocks)
+    # not where the containers were built (the factory line), nor anywhere else in the factory's file
+    assert not [d for d in client.diagnostics.get(uri, []) if d.code == "container_work"]
+
+
 async def test_cancelling_the_progress_stops_the_job(client):
     path = client.root / "slow.py"
     since = client.status.mark()

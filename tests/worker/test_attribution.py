@@ -113,9 +113,9 @@ def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_pat
     operators = result["source_map"]["operators"]
     assert operators == [
         {"file": "net.py", "line": line_of(files["net.py"], "y.view"), "operator": "aten.view",
-         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view."},
+         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view.", "module": ""},
         {"file": "ops.py", "line": line_of(files["ops.py"], "x + x"), "operator": "aten.add",
-         "calls": 1, "flops": 6, "ignored": None},
+         "calls": 1, "flops": 6, "ignored": None, "module": ""},   # Net (the root) was the innermost call
     ]
     assert result["imported_files"] == ["net.py", "ops.py"]
 
@@ -258,3 +258,46 @@ def test_operators_from_engine_code_are_not_the_models(tmp_path):
     recorder = SourceRecorder(Workspace(tmp_path))
     assert namespace["forward"](namespace["formula"], recorder) is None
     assert namespace["forward"](namespace["__torch_dispatch__"], recorder) == {"file": "net.py", "line": 2}
+
+
+def test_operators_name_the_innermost_module_call(tmp_path):
+    files = write(
+        tmp_path,
+        {
+            "blocks.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class Res(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.fc = nn.Linear(4, 4)
+
+                    def forward(self, x):
+                        out = self.fc(x)
+                        return torch.relu(out + x)
+            """,
+            "net.py": """
+                import torch.nn as nn
+                from blocks import Res
+
+
+                def build():
+                    return nn.Sequential(Res(), Res())
+            """,
+        },
+    )
+    result = run(tmp_path, "net.py", "build", {"input_shape": [4]})
+    assert result["ok"] is True, result
+    by_line: dict[tuple[int, str], set] = {}
+    for o in result["source_map"]["operators"]:
+        assert o["file"] == "blocks.py"
+        by_line.setdefault((o["line"], o["operator"]), set()).add((o["module"], o["calls"]))
+    residual = line_of(files["blocks.py"], "out + x")
+    linear = line_of(files["blocks.py"], "self.fc(x)")
+    # the residual ran in each Res's own forward (Sequential's children "0" and "1"), once each;
+    # the Linear's product ran inside each fc call
+    assert by_line[(residual, "aten.add")] == {("0", 1), ("1", 1)}
+    assert by_line[(residual, "aten.relu")] == {("0", 1), ("1", 1)}
+    assert by_line[(linear, "aten.addmm")] == {("0.fc", 1), ("1.fc", 1)}

@@ -9,6 +9,7 @@ any workspace file are dictionary look-ups.
 from __future__ import annotations
 
 import functools
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -21,6 +22,9 @@ LayerKey = tuple[str, int]
 
 _COUNTED = ("module_flops", "macs", "dmas")
 
+_LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x\d+")
+"""An ``aten.add x2`` item of the operator list a ``container_work`` message ends with."""
+
 
 @dataclass
 class LineInfo:
@@ -29,7 +33,8 @@ class LineInfo:
     Attributes:
         defined: module paths whose instance was built on this line, in call order, each once.
         called: layer keys of the module calls made from this line, in call order.
-        operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``).
+        operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``),
+            one per operator (the worker's entries per innermost module summed).
         diagnostics: report diagnostics attributed to this line.
     """
 
@@ -158,9 +163,26 @@ class ResultView:
             called = entry.get("called_at")
             if called and called.get("file") and called.get("line") and key in self.by_key:
                 self.lines[(called["file"], int(called["line"]))].called.append(key)
+        # (file, line, operator) -> the line's entry; container path -> its own operators' sites
+        merged: dict[tuple[str, int, str], dict] = {}
+        self._container_ops: dict[str, list[tuple[Site, str]]] = defaultdict(list)
         for entry in source_map.get("operators") or []:
-            if entry.get("file") and entry.get("line"):
-                self.lines[(entry["file"], int(entry["line"]))].operators.append(dict(entry))
+            if not (entry.get("file") and entry.get("line")):
+                continue
+            site = (entry["file"], int(entry["line"]))
+            if entry.get("module") is not None:
+                self._container_ops[entry["module"]].append((site, entry.get("operator")))
+            key = (*site, entry.get("operator"))
+            if key not in merged:
+                merged[key] = dict(entry)
+                merged[key].pop("module", None)
+                self.lines[site].operators.append(merged[key])
+                continue
+            # one line, one operator, several innermost modules (a helper shared by modules)
+            line_entry = merged[key]
+            line_entry["calls"] = line_entry.get("calls", 0) + entry.get("calls", 0)
+            both = (line_entry.get("flops"), entry.get("flops"))
+            line_entry["flops"] = None if None in both else both[0] + both[1]
 
     def _module_site(self, path: str) -> Site | None:
         for (entry_path, _), entry in self.module_entries.items():
@@ -171,6 +193,15 @@ class ResultView:
                 if site and site.get("file") and site.get("line"):
                     return site["file"], int(site["line"])
         return None
+
+    def _container_sites(self, diagnostic: dict) -> list[Site]:
+        """The lines where the work a ``container_work`` diagnostic names ran: those of the
+        operators the message lists (all of the container's own, when it lists none we know)
+        while that container's call was the innermost. Empty for a result without that record."""
+        own = self._container_ops.get(diagnostic["path"], [])
+        listed = set(_LISTED_OPERATOR.findall(diagnostic.get("message", "")))
+        sites = [site for site, op in own if op in listed] or [site for site, _ in own]
+        return sorted(set(sites))
 
     def _operator_sites(self, operator: str) -> list[Site]:
         sites = [site for site, info in self.lines.items() for op in info.operators if op.get("operator") == operator]
@@ -185,15 +216,20 @@ class ResultView:
     def _index_diagnostics(self) -> None:
         """Attribute each report diagnostic to the lines it concerns.
 
-        A module diagnostic goes to the line that defined the module (else the line that called
-        it); an operator diagnostic to every line that ran that operator without a formula.
+        Work in a container's own ``forward`` (``container_work``) goes to the lines where that
+        work ran; any other module diagnostic to the line that defined the module (else the line
+        that called it), as does ``container_work`` of a result without operator records; an
+        operator diagnostic to every line that ran that operator without a formula.
         """
         self._unattributed: list[dict] = []
         for diagnostic in self.report.get("diagnostics") or []:
             sites: list[Site] = []
             if diagnostic.get("path") is not None:
-                site = self._module_site(diagnostic["path"])
-                sites = [site] if site else []
+                if diagnostic.get("code") == "container_work":
+                    sites = self._container_sites(diagnostic)
+                if not sites:
+                    site = self._module_site(diagnostic["path"])
+                    sites = [site] if site else []
             elif diagnostic.get("operator"):
                 sites = self._operator_sites(diagnostic["operator"])
             for site in sites:

@@ -13,7 +13,9 @@ watches two phases of one job:
   the line in the parent's ``forward``), numbered per module object in call order, as the engine
   numbers its layer records; and a ``TorchDispatchMode``, entered outside the engine's own
   operator counter, counts per workspace line the operators that reach it, with their FLOPs from
-  PyTorch's formula registry plus :data:`torchscan_lsp.engine.operator_formulas.DEFAULT_FORMULAS`.
+  PyTorch's formula registry plus :data:`torchscan_lsp.engine.operator_formulas.DEFAULT_FORMULAS`,
+  and with the module whose call was innermost when they ran (a global forward hook closes each
+  call), so that work in a container's own ``forward`` is found on the lines that did it.
 
 Only global hooks are used: per-module hooks would change how some modules run (Transformer layers
 leave their fast path when they carry hooks). Every hook is removed in ``finally``. The model is
@@ -115,7 +117,9 @@ class SourceRecorder:
         self._defined: dict[int, tuple[torch.nn.Module, dict[str, Any] | None]] = {}
         self.root_defined_at: dict[str, Any] | None = None
         self.calls: list[dict[str, Any]] = []
-        self._operators: dict[tuple[str, int, str], list[Any]] = {}
+        self._operators: dict[tuple[str, int, str, str | None], list[Any]] = {}
+        # Paths of the module calls in progress, innermost last.
+        self._active: list[str] = []
         self._registry: dict[Any, Callable[..., Any]] | None = None
         self._engine_files: dict[str, bool] = {}
 
@@ -222,6 +226,7 @@ class SourceRecorder:
                 defined_by_path[path] = own if own is not None else defined_by_path.get(parent)
         counts: dict[int, int] = defaultdict(int)
         location = self.location
+        active = self._active
 
         def on_call(module: torch.nn.Module, args: Any) -> None:
             path = paths.get(id(module))
@@ -239,15 +244,28 @@ class SourceRecorder:
                     "called_at": location(sys._getframe(1)),
                 }
             )
+            active.append(path)
             return None
 
-        handle = torch.nn.modules.module.register_module_forward_pre_hook(on_call)
+        def on_return(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if id(module) in paths and active:
+                active.pop()
+            return None
+
+        hooks = torch.nn.modules.module
+        handles = [
+            hooks.register_module_forward_pre_hook(on_call),
+            # always_call: a forward that raises still ends its call
+            hooks.register_module_forward_hook(on_return, always_call=True),
+        ]
         mode = _OperatorRecorder(self) if operators else contextlib.nullcontext()
         try:
             with mode:
                 yield
         finally:
-            handle.remove()
+            active.clear()
+            for handle in handles:
+                handle.remove()
 
     def _flop_registry(self) -> dict[Any, Callable[..., Any]]:
         if self._registry is None:
@@ -304,7 +322,7 @@ class SourceRecorder:
                 flops = int(formula(*args, **kwargs, out_val=out))
             except Exception:  # a formula that cannot read these arguments counts as none
                 flops = None
-        key = (where["file"], where["line"], name)
+        key = (where["file"], where["line"], name, self._active[-1] if self._active else None)
         entry = self._operators.get(key)
         if entry is None:
             self._operators[key] = [1, flops]
@@ -315,7 +333,11 @@ class SourceRecorder:
     # -- results ---------------------------------------------------------------------------------
 
     def source_map(self, layers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The job's source map; ``modules`` keeps only calls that match a report layer when given."""
+        """The job's source map; ``modules`` keeps only calls that match a report layer when given.
+
+        Each ``operators`` entry counts one operator on one line while one module call was the
+        innermost in progress: ``module`` is that module's path (``None`` outside every call).
+        """
         calls = self.calls
         if layers is not None:
             keys = {(layer.get("path"), layer.get("call_index")) for layer in layers}
@@ -329,8 +351,11 @@ class SourceRecorder:
                 "calls": calls_,
                 "flops": flops,
                 "ignored": ignored.get(op) if flops is None else None,
+                "module": module,
             }
-            for (f, line, op), (calls_, flops) in sorted(self._operators.items())
+            for (f, line, op, module), (calls_, flops) in sorted(
+                self._operators.items(), key=lambda item: (*item[0][:3], item[0][3] or "")
+            )
         ]
         return {"modules": [dict(c) for c in calls], "operators": operators}
 
