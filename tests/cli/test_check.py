@@ -83,3 +83,39 @@ def test_broken_workspace_defaults_are_reported_on_each_target(tmp_path):
     assert code == 1
     errors = [line for line in lines if line.startswith("conv.py:5:1: error: build_conv: pyproject.toml:2: ")]
     assert len(errors) == 1 and "colour" in errors[0], lines
+
+
+def _check_in(cwd, *args):
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout.splitlines(), done.stderr
+
+
+def test_a_stopped_analysis_advises_the_timeout_flag(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "spin.py").write_text(
+        "import torch.nn as nn\n\n\n# torchscan: input_shape=(3,)\ndef build():\n    while True:\n        pass\n",
+        encoding="utf-8")
+    code, lines, _ = _check(tmp_path, "spin.py", "--no-hints", "--timeout", "2")
+    assert code == 1
+    errors = [line for line in lines if ": error: " in line]
+    assert errors and all("analysis stopped after 2 s (raise --timeout, or the target's timeout option" in line
+                          for line in errors), lines
+    assert not [line for line in lines if "torchscan.timeoutSeconds" in line]
+
+
+def test_raised_at_paths_are_relative_to_the_current_folder_like_the_line_prefixes(workspace):
+    # run from a subfolder: both the prefix and the "raised at" path must read ../broken.py
+    (workspace / "sub").mkdir(exist_ok=True)
+    code, lines, _ = _check_in(workspace / "sub", "../broken.py", "--no-hints")
+    assert code == 1
+    target_line = [line for line in lines if line.startswith("../broken.py:5:1: error: ")]
+    assert len(target_line) == 1 and "(raised at ../broken.py:7)" in target_line[0], lines
+
+
+def test_help_describes_the_command():
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "inlay hints and diagnostics" in " ".join(done.stdout.split())
+    assert "--timeout SECONDS" in done.stdout and "--memory-limit-mb MIB" in done.stdout

@@ -356,3 +356,165 @@ def test_html_report_into_a_missing_folder_is_a_one_line_error(workspace, capsys
     code, _, err = scan(capsys, "net.py", "--html", "no/such/dir/report.html")
     assert code == 1
     assert "no/such/dir/report.html: error: cannot write the HTML report" in err
+
+
+# -- each target runs in a worker process of its own, under limits -----------------------------
+
+
+def test_an_endless_forward_stops_at_the_targets_timeout(workspace, capsys):
+    files = write(workspace, {"net.py": """
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,), timeout=3
+        class Spin(nn.Module):
+            def forward(self, x):
+                while True: pass
+    """, "good.py": CONV})
+    code, out, err = scan(capsys, "net.py", "good.py")
+    assert code == 1
+    # one line, at the loop (where the stack dump says it was), or at the target when a loaded
+    # machine let no dump arrive in time; the next file still ran
+    (line,) = err.splitlines()
+    where, message = line.split(": error: ")
+    assert where in (f"net.py:{line_of(files['net.py'], 'while True')}", f"net.py:{line_of(files['net.py'], 'class')}")
+    assert message.startswith("'Spin' timed out: analysis stopped after 3 s (raise --timeout, or the target's "
+                              "timeout option")
+    assert "Total params: 224" in out
+
+
+def test_the_timeout_flag_and_a_workspace_default(workspace, capsys):
+    write(workspace, {"net.py": """
+        import time
+
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            time.sleep(60)
+    """})
+    code, _, err = scan(capsys, "net.py", "--timeout", "1")
+    assert code == 1 and "analysis stopped after 1 s (raise --timeout" in err
+    (workspace / "pyproject.toml").write_text("[tool.torchscan-lsp]\ntimeout = 2\n", encoding="utf-8")
+    code, _, err = scan(capsys, "net.py")
+    assert code == 1 and "analysis stopped after 2 s" in err
+    code, _, err = scan(capsys, "net.py", "--timeout", "1")  # the flag wins over the workspace
+    assert code == 1 and "analysis stopped after 1 s" in err
+
+
+def test_a_factory_that_exits_the_process_is_an_error_and_later_files_still_run(workspace, capsys):
+    files = write(workspace, {"exits.py": """
+        import os
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            os._exit(0)
+    """, "good.py": CONV})
+    code, out, err = scan(capsys, "exits.py", "good.py", "--format", "json")
+    assert code == 1
+    failed, passed = json.loads(out)
+    assert (failed["ok"], failed["error"]["kind"], passed["ok"]) == (False, "crash", True)
+    assert err.startswith(f"exits.py:{line_of(files['exits.py'], 'def build')}: error: 'build' crashed: "
+                          "the worker process ended without a result (exit status 0)")
+
+
+def test_a_default_dtype_set_by_one_target_does_not_reach_the_next(workspace, capsys):
+    write(workspace, {"a.py": """
+        import torch
+        import torch.nn as nn
+
+        torch.set_default_dtype(torch.float64)
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return nn.Linear(4, 2)
+    """, "b.py": """
+        import torch
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            assert torch.get_default_dtype() == torch.float32, torch.get_default_dtype()
+            return nn.Linear(4, 2)
+    """})
+    code, out, err = scan(capsys, "a.py", "b.py", "--format", "json")
+    assert code == 0, err
+    assert [r["ok"] for r in json.loads(out)] == [True, True]
+
+
+def test_a_memory_limit_stops_an_allocation(workspace, capsys):
+    write(workspace, {"net.py": """
+        import torch
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            hog = [torch.ones(64, 1024, 1024) for _ in range(40)]  # 40 × 256 MiB
+            return nn.Linear(4, 2)
+    """})
+    code, out, err = scan(capsys, "net.py", "--memory-limit-mb", "1024")
+    assert code == 1 and out == ""
+    assert "error: 'build' ran out of memory" in err
+    assert "(raise --memory-limit-mb" in err
+
+
+def test_two_input_shapes_from_a_pragma_and_from_pyproject(workspace, capsys):
+    # Linear(8, 2) on x and Linear(3, 2) on y: 8·2 + 3·2 = 22 multiply-accumulates.
+    two = """
+        import torch.nn as nn
+
+
+        # torchscan: {pragma}
+        class Two(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(8, 2)
+                self.b = nn.Linear(3, 2)
+
+            def forward(self, x, y):
+                return self.a(x).sum() + self.b(y).sum()
+    """
+    write(workspace, {"net.py": two.format(pragma="input_shape=[(8,), (3,)]")})
+    code, out, err = scan(capsys, "net.py", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)[0]["report"]["totals"]["macs"]["value"] == 22
+
+    (workspace / "pyproject.toml").write_text("[tool.torchscan-lsp]\ninput_shape = [[8], [3]]\n", encoding="utf-8")
+    write(workspace, {"net.py": two.format(pragma="")})
+    code, out, err = scan(capsys, "net.py", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)[0]["report"]["totals"]["macs"]["value"] == 22
+
+
+def test_strict_incomplete_is_not_a_shape_error(workspace, capsys):
+    files = write(workspace, {"net.py": """
+        import torch
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,), strict=True
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+    """})
+    code, _, err = scan(capsys, "net.py")
+    assert code == 1
+    assert err.startswith(f"net.py:{line_of(files['net.py'], 'class Net')}: error: 'Net' (strict): analysis is "
+                          "incomplete: container_work in the root module (aten.relu ×1)")
+
+
+def test_a_wrong_return_value_says_what_was_returned(workspace, capsys):
+    files = write(workspace, {"net.py": "# torchscan: input_shape=(4,)\ndef notamodel():\n    return 3\n"})
+    code, _, err = scan(capsys, "net.py")
+    assert code == 1
+    assert err == (f"net.py:{line_of(files['net.py'], 'return 3')}: error: 'notamodel' returned an int (3), not an "
+                   "nn.Module; return the model, (model, args) or (model, args, kwargs)\n")

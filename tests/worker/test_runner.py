@@ -597,12 +597,95 @@ def test_forward_that_fails_on_the_shape(tmp_path):
 def test_factory_that_returns_something_else(tmp_path):
     files = write(tmp_path, {"net.py": "def build():\n    x = 1\n    return x, 2, 3, 4\n"})
     error = _error(run(tmp_path, "net.py", "build", {"input_shape": [2]}))
-    assert (error["kind"], error["type"], error["line"]) == ("factory", "TypeError", line_of(files["net.py"], "return x"))
+    # the factory did not raise: what it returned is wrong, a "result" error
+    assert (error["kind"], error["type"], error["line"]) == ("result", "TypeError", line_of(files["net.py"], "return x"))
     assert "returned a tuple of 4 items" in error["message"]
 
     write(tmp_path, {"net.py": "def build():\n    return 'model'\n"})
     error = _error(run(tmp_path, "net.py", "build", {"input_shape": [2]}))
-    assert error["kind"] == "factory" and "returned a str, not an nn.Module" in error["message"]
+    assert error["kind"] == "result" and "returned a str ('model'), not an nn.Module" in error["message"]
+
+    write(tmp_path, {"net.py": "def build():\n    return 3\n"})
+    error = _error(run(tmp_path, "net.py", "build", {"input_shape": [2]}))
+    assert error["message"] == (
+        "'build' returned an int (3), not an nn.Module; return the model, (model, args) or (model, args, kwargs)"
+    )
+
+
+def test_two_input_shapes_from_a_pragma_or_from_json(tmp_path):
+    # Linear(8, 2) on x and Linear(3, 2) on y: 8·2 + 3·2 = 22 multiply-accumulates.
+    write(tmp_path, {"net.py": """
+        import torch.nn as nn
+
+
+        class Two(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(8, 2)
+                self.b = nn.Linear(3, 2)
+
+            def forward(self, x, y):
+                return self.a(x).sum() + self.b(y).sum()
+    """})
+    # the pragma's literal (as an in-memory job holds it), and its JSON form
+    for shape in ([(8,), (3,)], [[8], [3]], ((8,), (3,))):
+        result = run(tmp_path, "net.py", "Two", {"input_shape": shape})
+        assert result["ok"], result.get("error")
+        assert result["report"]["totals"]["macs"]["value"] == 22
+
+
+def test_strict_incomplete_analysis_is_its_own_kind(tmp_path):
+    files = write(tmp_path, {"net.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+
+            def forward(self, x):
+                return self.block(x)
+    """})
+    result = run(tmp_path, "net.py", "Net", {"input_shape": [4], "strict": True})
+    error = _error(result)
+    assert (error["kind"], error["type"]) == ("strict", "IncompleteAnalysisError")
+    # one relu in Block's own forward, outside its child: named once (not once per metric)
+    assert error["message"].startswith("analysis is incomplete: container_work in 'block' (aten.relu ×1) (")
+    assert "input_shape" not in error["message"]
+    assert error["line"] == line_of(files["net.py"], "class Net")
+    assert result["report"]["diagnostics"][0]["code"] == "container_work"
+
+
+@pytest.mark.parametrize("mismatch", ["dtype", "device"])
+def test_a_dtype_or_device_mismatch_advises_dtype_and_device(tmp_path, mismatch):
+    moved = "x.double()" if mismatch == "dtype" else "x.to('meta')"
+    write(tmp_path, {"net.py": f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc({moved})
+    """})
+    error = _error(run(tmp_path, "net.py", "Net", {"input_shape": [4]}))
+    assert error["kind"] == "forward", error
+    assert "check input_shape, dtype and device" in error["message"]
 
 
 def test_inputs_from_the_factory_and_an_input_shape(tmp_path):
@@ -681,7 +764,7 @@ def test_strict_mode_failure_keeps_the_report(tmp_path):
     )
     result = run(tmp_path, "net.py", "build", {"input_shape": [4], "strict": True})
     error = _error(result)
-    assert (error["kind"], error["type"]) == ("forward", "IncompleteAnalysisError")
+    assert (error["kind"], error["type"]) == ("strict", "IncompleteAnalysisError")
     assert result["report"]["totals"]["module_flops"]["status"] == "partial"
     assert [m["path"] for m in result["source_map"]["modules"]] == ["", "0", "1"]
 

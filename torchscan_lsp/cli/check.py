@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -21,12 +22,23 @@ _SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox",
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``check`` subcommand to ``subparsers``."""
-    parser = subparsers.add_parser("check", help="print the editor's hints and diagnostics for files, as text")
+    parser = subparsers.add_parser(
+        "check",
+        help="print the editor's hints and diagnostics for files, as text",
+        description="Analyse the annotated models in each PATH (folders are searched for *.py) in "
+        "worker processes, as the language server does, and print its inlay hints and diagnostics "
+        "as 'FILE:LINE:COL: SEVERITY: MESSAGE' lines. Exit status 1 when any error was reported, "
+        "2 when a path does not exist.",
+    )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders to check")
     parser.add_argument("--root", help="workspace root (default: the nearest folder above the first path "
                         "with a pyproject.toml or .git, else the current folder)")
     parser.add_argument("--python", help="interpreter that runs the analyses (default: this one)")
-    parser.add_argument("--timeout", type=float, help="seconds allowed per analysis (default: 60)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="seconds allowed per analysis (default: the [tool.torchscan-lsp] timeout, "
+                        "else 60); a target's own timeout option wins")
+    parser.add_argument("--memory-limit-mb", type=float, metavar="MIB",
+                        help="memory allowed per analysis, MiB (default: 8192)")
     parser.add_argument("--no-hints", action="store_true", help="print diagnostics only")
     parser.set_defaults(run=run)
     return parser
@@ -63,20 +75,30 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-async def check(files: list[Path], root: Path, *, python: str | None, timeout: float | None, hints: bool) -> tuple[list[str], int]:
+async def check(files: list[Path], root: Path, *, python: str | None, timeout: float | None, hints: bool,
+                memory_mb: float | None = None) -> tuple[list[str], int]:
     """Analyse ``files`` under ``root``; returns the output lines and the number of errors."""
     from lsprotocol import types
 
+    from torchscan_lsp.cli.scan import cli_messages
     from torchscan_lsp.server.analysis import Analyzer
     from torchscan_lsp.server.app import pyproject_settings
     from torchscan_lsp.server.diagnostics import build_diagnostics
     from torchscan_lsp.server.inlay_hints import build_inlay_hints
     from torchscan_lsp.server.positions import Lines
     from torchscan_lsp.server.settings import resolve
+    from torchscan_lsp.worker import client
 
-    overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout)) if value is not None}
+    overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout),
+                                                ("memoryLimitMb", memory_mb)) if value is not None}
     settings, problems = resolve(pyproject_settings(str(root)), overrides)
-    analyzer = Analyzer(settings, trusted=True)
+
+    async def run_job(job: dict, **limits) -> dict:
+        # A stopped analysis advises this command's flags, not the editor's settings.
+        return cli_messages(await client.run(job, **limits),
+                            {"timeout": "--timeout", "memory": "--memory-limit-mb"})
+
+    analyzer = Analyzer(settings, trusted=True, run_job=run_job)
     documents = []
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -107,8 +129,18 @@ async def check(files: list[Path], root: Path, *, python: str | None, timeout: f
             for h in build_inlay_hints(rel, lines, states, settings.inlayHints):
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
-        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {message}" for line, col, sev, message in sorted(entries)]
+        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
+                for line, col, sev, message in sorted(entries)]
     return out, errors
+
+
+def _relocate(message: str, root: Path) -> str:
+    """``message`` with the workspace-relative ``(raised at FILE:LINE)`` the editor shows made
+    relative to the current folder, like the ``FILE:LINE:COL`` that starts each line."""
+    return _RAISED_AT.sub(lambda m: f"(raised at {_display(root / m[1])}:{m[2]})", message)
+
+
+_RAISED_AT = re.compile(r"\(raised at (.+?):(\d+)\)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.root).resolve() if args.root else find_root(paths[0].resolve()).resolve()
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
-                                      hints=not args.no_hints))
+                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb))
     for line in lines:
         print(line)
     return 1 if errors else 0

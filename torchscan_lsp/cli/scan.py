@@ -1,26 +1,28 @@
 """``torchscan-lsp scan PATH...``: the editor's analysis, in a terminal.
 
 Finds the annotated targets in each file (or in the ``.py`` files under each directory), runs each
-one through :func:`torchscan_lsp.worker.runner.run_job` in this process — the code the editor's
-worker runs — and prints its summary table, or all results as one JSON array.
+one in a worker process through :func:`torchscan_lsp.worker.client.run` — the path the editor's
+analyses take: a fresh child forked from a warm parent, under a time and a memory limit — and prints
+its summary table, or all results as one JSON array.
 
 Every problem is one line on stderr, ``FILE:LINE: error: MESSAGE`` (or ``warning``), and any error
 makes the exit status 1; a usage error exits with 2. Tracebacks of the user's code are summarised to
-the innermost line of the workspace; tracebacks of ours are never shown.
+the innermost line of the workspace; tracebacks of ours are never shown. A target that hangs, uses
+too much memory or kills its process ends as such an error too; what the model printed goes to
+stderr, so stdout holds only the tables or the JSON.
 
-This module imports neither torch nor the user's code until a scan actually runs, so that building
-the command-line parser stays cheap for ``serve``.
+This module never imports the user's code, and imports torch only to print the tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import asyncio
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 from torchscan_lsp.targets import (
     Target,
@@ -40,7 +42,15 @@ _ERROR_KINDS = {
     "memory": "{target} ran out of memory",
     "crash": "{target} crashed",
     "cancelled": "{target} was cancelled",
+    "strict": "{target} (strict)",
 }
+_STOPPED_KINDS = {"timeout", "memory", "crash", "cancelled"}
+DEFAULT_TIMEOUT_S = 60.0
+"""Wall-clock limit of one target's analysis, as in the editor (``torchscan.timeoutSeconds``)."""
+DEFAULT_MEMORY_MB = 8192.0
+"""Memory limit of one target's analysis, as in the editor (``torchscan.memoryLimitMb``)."""
+MAX_PARALLEL_JOBS = 4
+"""Targets analysed at once (timing measurements always run one at a time)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -69,6 +79,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
     parser.add_argument(
         "--layer-latency", action="store_true", help="also measure each leaf module's latency"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="wall-clock limit of each target's analysis (default: the [tool.torchscan-lsp] "
+        f"timeout, else {DEFAULT_TIMEOUT_S:g}); a target's own timeout option wins",
+    )
+    parser.add_argument(
+        "--memory-limit-mb",
+        type=float,
+        metavar="MIB",
+        help=f"memory limit of each target's analysis in MiB (default: {DEFAULT_MEMORY_MB:g})",
     )
     parser.add_argument(
         "--html",
@@ -223,28 +246,19 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
             print("[]", file=stdout)
         return 1
 
-    from torchscan_lsp.worker.runner import run_job  # imports torch: only now
+    limits = _Limits(args, defaults)
+    results: list[dict[str, Any]] = []
 
-    results = []
-    for path, source, target in jobs:
-        job = {
-            "workspace_root": str(root),
-            "file": str(path.resolve()),
-            "target": target.name,
-            "options": merge_options(defaults, target.options),
-            "source_text": source,
-            "measure": measure,
-        }
-        with _stdout_to_stderr(stdout):
-            result = run_job(job)
+    def show(path: Path, target: Target, result: dict[str, Any]) -> None:
         shown = _display(path)
-        entry = {"file": shown, **result}
-        results.append(entry)
+        results.append({"file": shown, **result})
         if not result.get("ok"):
-            _report_failure(out, root, shown, target, result)
-            continue
-        if args.format == "table":
+            _report_failure(out, root, shown, target, cli_messages(result, limits.flags))
+        elif args.format == "table":
             _print_table(stdout, shown, target, result)
+            stdout.flush()
+
+    asyncio.run(_run_jobs(root, defaults, jobs, measure, limits, show))
 
     if args.html:
         _write_html(Path(args.html), [e for e in results if e.get("ok")], out)
@@ -255,26 +269,81 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
     return 1 if out.failed else 0
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr(stdout: TextIO) -> Iterator[None]:
-    """Send file descriptor 1 to stderr while user code runs: libraries below Python (a profiler,
-    a C extension) may write there, and stdout carries only the tables or the JSON."""
+class _Limits:
+    """The time and memory limits of each job: ``--timeout``/``--memory-limit-mb``, else the
+    workspace's ``timeout`` default, else the editor's defaults; a target's own ``timeout`` wins."""
+
+    def __init__(self, args: argparse.Namespace, defaults: dict[str, Any]):
+        self.timeout_s = args.timeout or defaults.get("timeout") or DEFAULT_TIMEOUT_S
+        self.memory_mb = args.memory_limit_mb or DEFAULT_MEMORY_MB
+        self.flags = {"timeout": "--timeout", "memory": "--memory-limit-mb"}
+
+    def for_target(self, target: Target) -> float:
+        """The time limit of ``target``'s job, in seconds."""
+        return float(target.options.get("timeout") or self.timeout_s)
+
+
+async def _run_jobs(
+    root: Path, defaults: dict[str, Any], jobs: list[tuple[Path, str, Target]], measure: list[str],
+    limits: _Limits, show: Any,
+) -> None:
+    """Run each target in its own worker process (forked from a warm parent when possible) and
+    call ``show(path, target, result)`` for each, in the order of ``jobs``, as soon as it and the
+    ones before it are done.
+
+    Several run at once, except when timing is measured: parallel jobs would slow each other down.
+    """
+    from torchscan_lsp.worker import client, pool
+
+    timing = {"latency", "layer_latency"}
+    timed = bool(timing & set(measure)) or any(timing & set(t.options.get("measure") or ()) for _, _, t in jobs)
+    gate = asyncio.Semaphore(1 if timed else min(MAX_PARALLEL_JOBS, os.cpu_count() or 1))
+
+    async def one(path: Path, source: str, target: Target) -> dict[str, Any]:
+        options = merge_options(defaults, target.options)
+        options.pop("timeout", None)  # a limit of the job, not an analysis option
+        job = {
+            "workspace_root": str(root),
+            "file": str(path.resolve()),
+            "target": target.name,
+            "options": options,
+            "source_text": source,
+            "measure": measure,
+        }
+        async with gate:
+            return await client.run(
+                job, python=sys.executable, timeout_s=limits.for_target(target), memory_mb=limits.memory_mb
+            )
+
+    tasks = [asyncio.ensure_future(one(*job)) for job in jobs]
     try:
-        out_fd = stdout.fileno()
-        err_fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (tests capture in memory)
-        yield
-        return
-    stdout.flush()
-    saved = os.dup(out_fd)
-    try:
-        os.dup2(err_fd, out_fd)
-        yield
+        for (path, _, target), task in zip(jobs, tasks):
+            result = await task
+            # What the model printed goes to stderr: stdout carries only the tables or the JSON.
+            # A job stopped or killed ends its output with the stack dump that located the error.
+            tail = result.pop("log_tail", "")
+            if tail and (result.get("error") or {}).get("kind") not in _STOPPED_KINDS:
+                sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
+                sys.stderr.flush()
+            show(path, target, result)
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        os.dup2(saved, out_fd)
-        os.close(saved)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        pool.shutdown()
+
+
+def cli_messages(result: dict[str, Any], flags: dict[str, str]) -> dict[str, Any]:
+    """``result`` with the advice of a timeout or memory failure naming the command-line flag
+    (``flags``: error kind to flag, e.g. ``{"timeout": "--timeout"}``) instead of the editor
+    setting, which a terminal user has no way to change."""
+    error = result.get("error")
+    if not isinstance(error, dict) or error.get("kind") not in flags:
+        return result
+    message = str(error.get("message") or "")
+    for setting in ("torchscan.timeoutSeconds", "torchscan.memoryLimitMb"):
+        message = message.replace(setting, flags[error["kind"]])
+    return {**result, "error": {**error, "message": message}}
 
 
 def _report_failure(
@@ -289,11 +358,11 @@ def _report_failure(
         where, line = shown, line or target.line
     kind = error.get("kind", "crash")
     detail = error.get("message") or ""
-    if kind == "options":
+    if kind in ("options", "result"):  # the message says it all, naming the target
         message = detail
     else:
         lead = _ERROR_KINDS.get(kind, "{target}").format(target=f"'{target.name}'")
-        type_name = error.get("type")
+        type_name = error.get("type") if kind != "strict" else None
         message = f"{lead}: {type_name}: {detail}" if type_name else f"{lead}: {detail}"
     out.problem(where, line, message)
 

@@ -1,21 +1,23 @@
 """Run one analysis job: import the user's module, build the model, run the engine, attribute.
 
 :func:`run_job` takes the job object of ``docs/architecture.md`` ("The worker job protocol") and
-returns its result object. The worker's child process calls it, and so does ``torchscan-lsp scan``
-in its own process, so the terminal shows exactly what the editor would.
+returns its result object. The worker's child process calls it, for the editor and for the
+``scan`` and ``check`` commands alike.
 
 Steps, each with its own error kind:
 
 1. ``import``: the workspace root goes first on ``sys.path``; the file is imported as a module whose
    name follows its package path under the root (``models/net.py`` is ``models.net``), so relative
    imports work. ``source_text``, when given, is what runs instead of the file on disk.
-2. ``factory``: the target is called (a factory) or instantiated (an ``nn.Module`` class). A factory
-   may return ``model``, ``(model, args)`` or ``(model, args, kwargs)``.
+2. ``factory``: the target is called (a factory) or instantiated (an ``nn.Module`` class) and
+   raised. A factory may return ``model``, ``(model, args)`` or ``(model, args, kwargs)``; anything
+   else is a ``result`` error.
 3. ``options``: the options become ``crawl_module`` arguments (dtype names become ``torch.dtype``s,
    an ``input_shape`` gives generated inputs, ``device`` moves the model and any provided inputs).
 4. ``forward``: ``torchscan_lsp.crawl_module`` runs the model once while
    :class:`~torchscan_lsp.worker.attribution.SourceRecorder` notes where each module was built and
-   called and which lines dispatched which operators.
+   called and which lines dispatched which operators. Under ``strict=True`` an analysis that is
+   not complete is a ``strict`` error listing what was not counted.
 5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``) run after the
    analysis, each failing on its own without failing the job.
 
@@ -32,6 +34,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import time
 import types
@@ -322,7 +325,7 @@ class _Job:
             kwargs = produced[2] if len(produced) == 3 else None
             if not isinstance(model, torch.nn.Module):
                 raise self._factory_error(
-                    f"'{name}' returned a tuple whose first item is a {type(model).__name__}, "
+                    f"'{name}' returned a tuple whose first item is {_a_type(model)}, "
                     f"not an nn.Module; {hint}"
                 )
             if isinstance(args, torch.Tensor):
@@ -347,7 +350,7 @@ class _Job:
         if isinstance(produced, tuple):
             raise self._factory_error(f"'{name}' returned a tuple of {len(produced)} items; {hint}")
         raise self._factory_error(
-            f"'{name}' returned a {type(produced).__name__}, not an nn.Module; {hint}"
+            f"'{name}' returned {_a_type(produced)}, not an nn.Module; {hint}"
         )
 
     def _factory_error(self, message: str) -> JobError:
@@ -356,7 +359,7 @@ class _Job:
             location = self.recorder.root_defined_at
         file = location["file"] if location else self.rel_file
         line = location["line"] if location else self.target_line
-        return JobError("factory", message, type_name="TypeError", file=file, line=line)
+        return JobError("result", message, type_name="TypeError", file=file, line=line)
 
     def _crawl_arguments(
         self,
@@ -417,7 +420,7 @@ class _Job:
     def _crawl(self, model: torch.nn.Module, crawl_kwargs: dict[str, Any]) -> dict[str, Any]:
         assert self.recorder is not None
         try:
-            from torchscan_lsp.engine import crawl_module
+            from torchscan_lsp.engine import IncompleteAnalysisError, crawl_module
         except ImportError as error:
             raise JobError(
                 "crash", f"the analysis engine is not available: {error}",
@@ -433,6 +436,11 @@ class _Job:
                 raise
             started = len(self.recorder.calls) > calls_before
             partial_report = getattr(error, "report", None)
+            if isinstance(error, IncompleteAnalysisError):
+                job_error = self._error_from("strict", error)
+                job_error.message = _incomplete_message(error.report)
+                job_error.report = error.report  # type: ignore[attr-defined]
+                raise job_error from None
             if started:
                 kind = "forward"
             elif isinstance(error, (ValueError, TypeError, RuntimeError)):
@@ -440,6 +448,12 @@ class _Job:
             else:
                 kind = "crash"
             job_error = self._error_from(kind, error)
+            if kind == "forward" and _MISMATCH.search(job_error.message):
+                job_error.message += (
+                    "; check input_shape, dtype and device: the inputs' dtype and device must match "
+                    "the model's (the target's dtype and device options, or the inputs its factory "
+                    "returns)"
+                )
             if isinstance(partial_report, dict):
                 job_error.report = partial_report  # type: ignore[attr-defined]
             raise job_error from None
@@ -551,6 +565,58 @@ class _Job:
         return result
 
 
+_MISMATCH = re.compile(
+    r"dtype|scalar type|Input type|weight type|bias type|same device|device type|on device",
+    re.IGNORECASE,
+)
+"""Error messages of a forward that mixed dtypes or devices (PyTorch has no exception type for it)."""
+
+_INCOMPLETE_SHOWN = 5
+"""How many of the uncounted items a strict error names before summarising the rest."""
+
+
+def _incomplete_message(report: Any) -> str:
+    """What a strict analysis did not count: each distinct diagnostic as ``code in 'path'`` or
+    ``code operator`` (with the operators of ``container_work``), else the incomplete totals."""
+    items: list[str] = []
+    for diag in report.get("diagnostics") or ():
+        if not isinstance(diag, dict):
+            continue
+        code = diag.get("code") or "diagnostic"
+        if diag.get("operator"):
+            item = f"{code} {diag['operator']}"
+        else:
+            item = f"{code} in '{diag.get('path') or ''}'" if diag.get("path") else f"{code} in the root module"
+        message = str(diag.get("message") or "")
+        if code == "container_work" and ": " in message:
+            # the message ends with the operators: "...: aten.relu x1, aten.add x2."
+            item += f" ({message.rsplit(': ', 1)[1].rstrip('.').replace(' x', ' ×')})"
+        if item not in items:
+            items.append(item)
+    if not items:
+        totals = report.get("totals") or {}
+        items = [
+            f"{name} is {metric.get('status')}"
+            for name, metric in totals.items()
+            if isinstance(metric, dict) and metric.get("status") != "complete"
+            and metric.get("method") != "not_requested"
+        ]
+    shown = "; ".join(items[:_INCOMPLETE_SHOWN]) or "unknown metrics"
+    if len(items) > _INCOMPLETE_SHOWN:
+        shown += f"; and {len(items) - _INCOMPLETE_SHOWN} more"
+    return (f"analysis is incomplete: {shown} (strict=True makes this an error; the report's "
+            "diagnostics list everything)")
+
+
+def _a_type(value: Any) -> str:
+    """``value``'s type with its article, and the value when short: ``an int (3)``, ``a str ('x')``."""
+    name = type(value).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    text = repr(value)
+    shown = f" ({text})" if isinstance(value, (int, float, str, bool)) and len(text) <= 40 else ""
+    return f"{article} {name}{shown}"
+
+
 def _model_device(model: torch.nn.Module) -> str:
     for tensor in (*model.parameters(), *model.buffers()):
         return str(tensor.device)
@@ -605,9 +671,20 @@ def _literal(value: Any) -> str:
 
 
 def _from_json(name: str, value: Any) -> Any:
-    """JSON has lists, not tuples: ``[3, 32, 32]`` is one shape, ``[[3, 32], [8]]`` two."""
-    if name == "input_shape" and isinstance(value, list):
-        return from_toml_value(name, value)
+    """JSON has lists, not tuples: ``[3, 32, 32]`` is one shape, ``[[3, 32], [8]]`` two.
+
+    A job built in memory may hold the pragma's own literal, such as ``[(8,), (3,)]``; it is read
+    as its JSON form would be, so a job means the same whether or not it was serialised.
+    """
+    if name == "input_shape" and isinstance(value, (list, tuple)):
+        return from_toml_value(name, _as_json(value))
+    return value
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` with every tuple turned into a list, as a JSON round trip would turn it."""
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
     return value
 
 
