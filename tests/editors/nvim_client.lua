@@ -8,6 +8,7 @@
 -- MODE "exit-at-start": like setup-only, but wait for the message about the server's exit.
 -- MODE "bad-option": call setup with a wrongly typed option and collect the message.
 -- MODE "config": write the vim.lsp.start configuration the plugin builds, without starting it.
+-- MODE "untrusted": allow_execution off; open model.py and collect its diagnostics.
 local plugin_dir, python, models, out, mode = unpack(_G.arg)
 local TIMEOUT = 120000
 
@@ -31,7 +32,7 @@ end
 local torchscan = require("torchscan")
 torchscan.setup({
   python = python,
-  allow_execution = mode == "bad-option" and "yes" or true,
+  allow_execution = (mode == "bad-option" and "yes") or mode ~= "untrusted",
   reanalyze_key = "<leader>tr",
   settings = mode == "config" and { device = "cuda:1", inlayHints = { shapes = false } } or nil,
 })
@@ -55,6 +56,16 @@ vim.api.nvim_create_autocmd("User", {
 
 vim.cmd.edit(models .. "/model.py")
 local model = vim.api.nvim_get_current_buf()
+if mode == "untrusted" then
+  vim.wait(TIMEOUT, function()
+    return #vim.diagnostic.get(model) > 0
+  end, 50)
+  result.diagnostics = vim.tbl_map(function(d)
+    return { line = d.lnum, severity = d.severity, message = d.message }
+  end, vim.diagnostic.get(model))
+  finish()
+  return
+end
 if mode ~= "session" then
   if mode == "exit-at-start" then
     vim.wait(20000, function()

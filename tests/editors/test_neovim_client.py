@@ -131,6 +131,13 @@ def test_wrongly_typed_option_is_named(workspace, client_env, tmp_path):
         "torchscan: bad option in require('torchscan').setup{...}: allow_execution: expected boolean, got string"]
 
 
+def test_untrusted_workspace_names_the_plugin_option(workspace, client_env, tmp_path, expected):
+    found = run_client(workspace, client_env, sys.executable, "untrusted", tmp_path)["diagnostics"]
+    assert [(d["line"], d["severity"]) for d in found] == [(expected.target_line, 3)]   # 3: information
+    # the option a Neovim user sets is the plugin's, not the server setting it is sent as
+    assert "set allow_execution = true in require('torchscan').setup{...}" in found[0]["message"]
+
+
 def test_start_configuration_passes_settings(workspace, client_env, tmp_path):
     config = run_client(workspace, client_env, sys.executable, "config", tmp_path)["config"]
     assert config["cmd"] == [sys.executable, "-m", "torchscan_lsp", "serve"]
