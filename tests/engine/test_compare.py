@@ -149,3 +149,9 @@ def test_structure_and_full_reports_do_not_compare():
     model = nn.Linear(2, 2)
     with pytest.raises(ValueError, match="incompatible method"):
         compare_reports(crawl_module(model, (2,), mode="structure"), crawl_module(model, (2,)))
+
+
+@pytest.mark.parametrize(("before", "after", "name"), [(minimal(), "x", "after"), (None, minimal(), "before")])
+def test_a_report_that_is_not_a_dict_is_a_type_error_naming_the_argument(before, after, name):
+    with pytest.raises(TypeError, match=f"argument '{name}' must be an analysis report"):
+        compare_reports(before, after)

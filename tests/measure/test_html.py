@@ -125,8 +125,9 @@ def test_unknown_documents_are_refused(tmp_path, conv_report):
 
 def test_writes_are_atomic(tmp_path, conv_report):
     target = tmp_path / "missing-dir" / "x.html"
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError) as raised:
         render_report(conv_report, target)
+    assert raised.value.filename == str(target)  # the path asked for, not the temporary file
     good = tmp_path / "r.html"
     good.write_text("old", encoding="utf-8")
     render_report(conv_report, good)

@@ -99,10 +99,17 @@ def compare_reports(before: dict[str, Any], after: dict[str, Any]) -> ReportDiff
     layer call appears in ``changed`` only when one of its metrics differs.
 
     Raises:
+        TypeError: ``before`` or ``after`` is not a dict (an analysis report).
         ValueError: different or unsupported schema versions, a duplicate layer call, or a metric
             whose unit, scope or method differs between the reports (e.g. a structure-mode report
             against a full one).
     """
+    for name, report in (("before", before), ("after", after)):
+        if not isinstance(report, dict):
+            raise TypeError(
+                f"compare_reports() argument '{name}' must be an analysis report (a dict), "
+                f"not {type(report).__name__}"
+            )
     version = _check_versions(before, after)
     index_before = _index(before, "before")
     index_after = _index(after, "after")

@@ -641,6 +641,8 @@ def render_report(
         TypeError: ``document`` is not a dict.
         ValueError: unknown document kind or schema version, or an attachment of the wrong kind
             (or given with a document that is not an analysis report).
+        OSError: the file cannot be written (a missing folder: ``FileNotFoundError``); the error
+            names ``path``.
     """
     kind = report_kind(document)
     attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory}
@@ -666,7 +668,11 @@ def render_report(
         page_title, subtitle, body = _memory(document)
     text = _page(title if title is not None else page_title, subtitle, body)
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
+    except OSError as error:
+        # The file written first is a temporary one beside the target; the caller asked for the target.
+        raise type(error)(error.errno, error.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
