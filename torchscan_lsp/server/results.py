@@ -163,15 +163,16 @@ class ResultView:
             called = entry.get("called_at")
             if called and called.get("file") and called.get("line") and key in self.by_key:
                 self.lines[(called["file"], int(called["line"]))].called.append(key)
-        # (file, line, operator) -> the line's entry; container path -> its own operators' sites
+        # (file, line, operator) -> the line's entry; module path -> the operators that ran while
+        # its call was the innermost, with their sites
         merged: dict[tuple[str, int, str], dict] = {}
-        self._container_ops: dict[str, list[tuple[Site, str]]] = defaultdict(list)
+        self._ops_by_module: dict[str, list[tuple[Site, dict]]] = defaultdict(list)
         for entry in source_map.get("operators") or []:
             if not (entry.get("file") and entry.get("line")):
                 continue
             site = (entry["file"], int(entry["line"]))
             if entry.get("module") is not None:
-                self._container_ops[entry["module"]].append((site, entry.get("operator")))
+                self._ops_by_module[entry["module"]].append((site, entry))
             key = (*site, entry.get("operator"))
             if key not in merged:
                 merged[key] = dict(entry)
@@ -196,11 +197,12 @@ class ResultView:
 
     def _container_sites(self, diagnostic: dict) -> list[Site]:
         """The lines where the work a ``container_work`` diagnostic names ran: those of the
-        operators the message lists (all of the container's own, when it lists none we know)
+        operators the message lists (of all the container's own work, when it lists none we know)
         while that container's call was the innermost. Empty for a result without that record."""
-        own = self._container_ops.get(diagnostic["path"], [])
+        own = self._ops_by_module.get(diagnostic["path"], [])
         listed = set(_LISTED_OPERATOR.findall(diagnostic.get("message", "")))
-        sites = [site for site, op in own if op in listed] or [site for site, _ in own]
+        sites = ([site for site, op in own if op.get("operator") in listed]
+                 or [site for site, op in own if not op.get("ignored")])
         return sorted(set(sites))
 
     def _operator_sites(self, operator: str) -> list[Site]:
