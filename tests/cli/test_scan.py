@@ -518,3 +518,54 @@ def test_a_wrong_return_value_says_what_was_returned(workspace, capsys):
     assert code == 1
     assert err == (f"net.py:{line_of(files['net.py'], 'return 3')}: error: 'notamodel' returned an int (3), not an "
                    "nn.Module; return the model, (model, args) or (model, args, kwargs)\n")
+
+
+def test_the_table_lists_the_diagnostics_after_it(workspace, capsys):
+    write(workspace, {"net.py": """
+        import torch
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(4,)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+    """})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "Diagnostics: 2 (inspect report['diagnostics'])" not in out  # the library's footer
+    # the relu in the root's own forward: one line for its two affected metrics
+    start = lines.index("Diagnostics (1): what is not counted, or counted only in part")
+    assert lines[start - 1].startswith("____")  # after the table
+    assert lines[start + 1] == (
+        "  container_work (root) [module_flops, dmas]: operators outside every child call, not counted: aten.relu x1."
+    )
+    assert lines[start + 2] == "  (--format json has each one in full)"
+
+
+def test_many_diagnostics_are_capped_with_a_count(workspace, capsys):
+    write(workspace, {"net.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Relu(nn.Module):
+            def forward(self, x):
+                return torch.relu(x)
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return nn.Sequential(*[Relu() for _ in range(12)])
+    """})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0, err
+    # 12 Relu modules without a formula: one line each, ten shown
+    lines = out.splitlines()
+    start = lines.index("Diagnostics (12): what is not counted, or counted only in part")
+    assert lines[start + 11] == "  … and 2 more; --format json lists them all"

@@ -180,3 +180,50 @@ def test_format_info_on_a_minimal_report():
     text = format_info({"layers": [], "totals": {}})
     assert "Trainable params: 0" in text and "Module-formula forward FLOPs: unavailable" in text
     assert "Operator forward FLOPs" not in text
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class _Blocks(nn.Module):
+    """``blocks`` (a ModuleList) and ``heads`` (a ModuleDict) are never called themselves."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.blocks = nn.ModuleList([_Block(), _Block()])
+        self.heads = nn.ModuleDict({"out": nn.Linear(4, 2)})
+
+    def forward(self, x):
+        x = self.proj(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.heads["out"](x)
+
+
+def test_children_of_an_uncalled_container_are_named_from_the_root():
+    report = crawl_module(_Blocks(), (4,))
+    table = format_info(report)
+    lines = table.splitlines()
+    type_column = lines[1].index("Type")
+    names = [row[:type_column].rstrip() for row in lines[3:3 + len(report["layers"])]]
+    # one row per layer record; blocks.0 sits under the root, not under proj
+    assert names == [
+        "_blocks", "├─proj", "├─blocks.0", "|    └─fc", "├─blocks.1", "|    └─fc", "├─heads.out",
+    ]
+    # the records themselves are unchanged
+    assert [layer["name"] for layer in report["layers"]] == ["_blocks", "proj", "0", "fc", "1", "fc", "out"]
+
+
+def test_the_diagnostics_footer_can_be_left_to_the_caller():
+    report = crawl_module(partial_model(), (3, 8, 8))
+    count = len(report["diagnostics"])
+    assert count > 0
+    assert f"Diagnostics: {count} (inspect report['diagnostics'])" in format_info(report)
+    assert "Diagnostics:" not in format_info(report, diagnostics_footer=False)

@@ -392,11 +392,14 @@ def _write_html(path: Path, results: list[dict[str, Any]], out: _Output) -> None
 
 
 def _print_table(stdout: TextIO, shown: str, target: Target, result: dict[str, Any]) -> None:
-    from torchscan_lsp.engine.table import format_info
+    from torchscan_lsp.engine.table import format_diagnostics, format_info
 
     title = f"{shown}:{target.line}: {target.name}"
     print(title, file=stdout)
-    print(format_info(result["report"]), file=stdout)
+    report = result["report"]
+    print(format_info(report, diagnostics_footer=False), file=stdout)
+    for line in format_diagnostics(report.get("diagnostics") or []):
+        print(line, file=stdout)
     measurements = result.get("measurements") or {}
     for line in _measurement_lines(measurements):
         print(line, file=stdout)

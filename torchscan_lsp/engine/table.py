@@ -14,6 +14,8 @@ __all__ = [
     "format_s",
     "format_line_str",
     "format_info",
+    "format_diagnostics",
+    "shown_layers",
     "aggregate_info",
 ]
 
@@ -177,14 +179,56 @@ def _value(totals: dict[str, Any], name: str) -> int:
     return int(value or 0)
 
 
+def shown_layers(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The layer records as the table shows them: one row per record, nested under the nearest
+    ancestor that has a row.
+
+    A container that is never called itself (``nn.ModuleList``, ``nn.ModuleDict``) has no record,
+    so its children are named from that ancestor (``blocks.0`` under the root, not ``0`` under
+    whichever sibling came before) and indented one level below it. Records are copied, never
+    changed; one without a ``path`` keeps its ``name`` and ``depth``.
+    """
+    paths = {layer.get("path") for layer in layers if isinstance(layer.get("path"), str)}
+    depths: dict[str, int] = {}
+
+    def placed(path: str) -> tuple[str, int]:
+        """``path``'s name relative to its nearest shown ancestor, and its row depth."""
+        parts = path.split(".")
+        for cut in range(len(parts) - 1, -1, -1):
+            ancestor = ".".join(parts[:cut])
+            if ancestor in paths:
+                return ".".join(parts[cut:]), depth(ancestor) + 1
+        return path, len(parts)
+
+    def depth(path: str) -> int:
+        if path not in depths:
+            depths[path] = 0 if path == "" else placed(path)[1]
+        return depths[path]
+
+    shown = []
+    for layer in layers:
+        path = layer.get("path")
+        if isinstance(path, str) and path:
+            name, row_depth = placed(path)
+            layer = {**layer, "name": name, "depth": row_depth}
+        shown.append(layer)
+    return shown
+
+
 def format_info(
     module_info: dict[str, Any],
     wrap_mode: str | None = "mid",
     receptive_field: bool = False,
     effective_rf_stats: bool = False,
+    diagnostics_footer: bool = True,
 ) -> str:
-    """Render a report (as returned by ``crawl_module`` or ``aggregate_info``) as the summary table."""
-    layers = module_info.get("layers", [])
+    """Render a report (as returned by ``crawl_module`` or ``aggregate_info``) as the summary table.
+
+    Each layer record is one row (see :func:`shown_layers` for the names and indentation). With
+    ``diagnostics_footer`` the table ends by counting the report's diagnostics; a caller that lists
+    them itself (see :func:`format_diagnostics`) turns it off.
+    """
+    layers = shown_layers(module_info.get("layers", []))
     ncols = _ncols(receptive_field, effective_rf_stats)
     widths = [len(header) for header in HEADERS]
     for layer in layers:
@@ -218,10 +262,52 @@ def format_info(
     if "operator_flops" in totals:
         lines.append(_total_text("Operator forward FLOPs", totals.get("operator_flops"), "FLOPs"))
     diagnostics = module_info.get("diagnostics") or []
-    if diagnostics:
+    if diagnostics and diagnostics_footer:
         lines.append(f"Diagnostics: {len(diagnostics)} (inspect report['diagnostics'])")
     lines.append("_" * line_length)
     return "\n".join(lines)
+
+
+def format_diagnostics(diagnostics: list[dict[str, Any]], limit: int = 10, width: int = 100) -> list[str]:
+    """The report's diagnostics as short lines: ``code where: message``, where is the module path
+    (``(root)`` for the root module) or the operator.
+
+    Diagnostics that differ only in the metric they affect are one line naming those metrics; a
+    ``container_work`` line keeps only the operators of its message. At
+    most ``limit`` lines, then one saying how many more there are; each message is cut to
+    ``width`` characters. Empty when there are no diagnostics.
+    """
+    merged: dict[tuple[str, str, str], list[str]] = {}
+    for diag in diagnostics:
+        if not isinstance(diag, dict):
+            continue
+        if diag.get("operator"):
+            where = str(diag["operator"])
+        else:
+            where = f"'{diag['path']}'" if diag.get("path") else "(root)"
+        code = str(diag.get("code") or "diagnostic")
+        message = " ".join(str(diag.get("message") or "").split())
+        if code == "container_work" and ": " in message:
+            # Its sentence repeats the path; what matters is its end, the operators.
+            message = f"operators outside every child call, not counted: {message.rsplit(': ', 1)[1]}"
+        key = (code, where, message)
+        metrics = merged.setdefault(key, [])
+        if diag.get("metric") and diag["metric"] not in metrics:
+            metrics.append(str(diag["metric"]))
+    if not merged:
+        return []
+    lines = [f"Diagnostics ({len(merged)}): what is not counted, or counted only in part"]
+    for (code, where, message), metrics in list(merged.items())[:limit]:
+        affects = f" [{', '.join(metrics)}]" if metrics else ""
+        if len(message) > width:
+            message = message[: width - 1] + "…"
+        lines.append(f"  {code} {where}{affects}: {message}")
+    rest = len(merged) - limit
+    if rest > 0:
+        lines.append(f"  … and {rest} more; --format json lists them all")
+    else:
+        lines.append("  (--format json has each one in full)")
+    return lines
 
 
 def aggregate_info(info: dict[str, Any], max_depth: int) -> dict[str, Any]:
