@@ -29,9 +29,20 @@ class LineMap:
         self._backward: dict[int, int] = {}
         if self.identity:
             return
+        old, new = list(analysed), list(current)
+        # An edit is usually local: the common head and tail match as they are, and only the middle
+        # goes through the matcher, whose cost grows with the product of the lengths it compares.
+        head = 0
+        while head < min(len(old), len(new)) and old[head] == new[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        blocks = [(0, 0, head), (len(old) - tail, len(new) - tail, tail)]
         # autojunk off: blank lines and "return x" are frequent in source, and must still anchor.
-        matcher = difflib.SequenceMatcher(None, list(analysed), list(current), autojunk=False)
-        for old_start, new_start, size in matcher.get_matching_blocks():
+        matcher = difflib.SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail], autojunk=False)
+        blocks += [(head + a, head + b, size) for a, b, size in matcher.get_matching_blocks()]
+        for old_start, new_start, size in blocks:
             for offset in range(size):
                 self._forward[old_start + offset + 1] = new_start + offset + 1
                 self._backward[new_start + offset + 1] = old_start + offset + 1
