@@ -24,7 +24,7 @@ test-tools: setup
 	bash scripts/install-test-tools.sh
 
 test: test-tools
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # Each benchmark prints its ratios measured side by side in one run; none of them is a test.
 bench: setup
