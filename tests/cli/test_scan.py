@@ -264,6 +264,13 @@ def test_the_readme_demo_prints_real_tables():
     assert process.stdout.count("Total params: ") == 5
     assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
     assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)
+    # TinyConvNet's MACs: 8·28·28·9 + 16·14·14·72 + 784·10 = 56,448 + 225,792 + 7,840 = 290,080
+    assert "Multiply-Accumulations: 290.08 kMACs" in process.stdout
+    # and the README quotes the totals of that real run
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    quoted = readme.split("examples/cnn.py:73: TinyConvNet", 1)[1].split("```", 1)[0]
+    totals = [line for line in quoted.splitlines() if line.startswith(("Module-formula", "Multiply", "Direct", "Operator"))]
+    assert len(totals) == 4 and all(line in process.stdout for line in totals), totals
 
 
 def test_json_on_stdout_stays_pure_when_libraries_print(workspace):
