@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -258,7 +259,7 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
             _print_table(stdout, shown, target, result)
             stdout.flush()
 
-    asyncio.run(_run_jobs(root, defaults, jobs, measure, limits, show))
+    asyncio.run(_run_jobs(root, defaults, jobs, measure, limits, show, tables=args.format == "table"))
 
     if args.html:
         _write_html(Path(args.html), [e for e in results if e.get("ok")], out)
@@ -285,13 +286,14 @@ class _Limits:
 
 async def _run_jobs(
     root: Path, defaults: dict[str, Any], jobs: list[tuple[Path, str, Target]], measure: list[str],
-    limits: _Limits, show: Any,
+    limits: _Limits, show: Any, *, tables: bool = False,
 ) -> None:
     """Run each target in its own worker process (forked from a warm parent when possible) and
     call ``show(path, target, result)`` for each, in the order of ``jobs``, as soon as it and the
     ones before it are done.
 
     Several run at once, except when timing is measured: parallel jobs would slow each other down.
+    With ``tables``, the table module (whose package imports torch) is imported meanwhile.
     """
     from torchscan_lsp.worker import client, pool
 
@@ -316,9 +318,16 @@ async def _run_jobs(
             )
 
     tasks = [asyncio.ensure_future(one(*job)) for job in jobs]
+    # Importing torch here takes about as long as the warm worker's start: overlap the two.
+    printer = (
+        asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "torchscan_lsp.engine.table"))
+        if tables else None
+    )
     try:
         for (path, _, target), task in zip(jobs, tasks):
             result = await task
+            if printer is not None:
+                await printer
             # What the model printed goes to stderr: stdout carries only the tables or the JSON.
             # A job stopped or killed ends its output with the stack dump that located the error.
             tail = result.pop("log_tail", "")
