@@ -204,6 +204,25 @@ def test_failure_diagnostic_at_raising_line_and_target():
     assert all("RuntimeError: shape mismatch" in d.message for d in found)
 
 
+def test_wrong_return_value_is_reported_on_the_target_without_a_raising_line():
+    # the factory returned an int: nothing raised, so the error says what was returned and where the
+    # target is (line 4 of SOURCE), with no "(raised at ...)" location
+    failure = {"ok": False, "target": "Net", "error": {
+        "kind": "result", "type": "TypeError", "file": "other.py", "line": 2,
+        "message": "'Net' returned an int (3), not an nn.Module"}}
+    (found,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(error=failure, view=None)])
+    assert found.range.start.line + 1 == 4
+    assert "did not return a model" in found.message and "raised at" not in found.message
+
+
+def test_strict_failure_says_strict_mode_refused():
+    failure = {"ok": False, "target": "Net", "error": {
+        "kind": "strict", "type": "IncompleteAnalysisError", "file": None, "line": None,
+        "message": "analysis is incomplete: container_work in 'block' (aten.relu ×1)"}}
+    (found,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(error=failure, view=None)])
+    assert "strict" in found.message and "aten.relu" in found.message
+
+
 def test_untrusted_information():
     found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)])
     assert [(d.range.start.line + 1, d.severity) for d in found] == [(4, types.DiagnosticSeverity.Information)]

@@ -51,8 +51,10 @@ _ERROR_ADVICE = {
     "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
     "options": "the target's options are not valid; fix the pragma or decorator",
     "factory": "the factory raised while building the model",
-    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension) "
-               "or return (model, args) from the factory",
+    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension), "
+               "dtype and device, or return (model, args) from the factory",
+    "result": "the factory did not return a model",
+    "strict": "strict mode refused an incomplete analysis; count what is missing or drop strict=True",
     "timeout": "the analysis did not finish in time",
     "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
     "crash": "the worker process crashed",
@@ -103,7 +105,9 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
     if at_error is not None:
         out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
     if state.key.file == rel and at_error != state.line:
-        where = f" (raised at {error['file']}:{error['line']})" if error.get("file") and error.get("line") else ""
+        # a wrong return value raised nothing: its location is the target itself
+        raised = error.get("kind") != "result" and error.get("file") and error.get("line")
+        where = f" (raised at {error['file']}:{error['line']})" if raised else ""
         out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
     return out
 
