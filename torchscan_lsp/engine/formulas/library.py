@@ -1,4 +1,5 @@
-"""Module classes of third-party model libraries (``transformers`` and code copied from it).
+"""Module classes of third-party model libraries (``transformers`` and code copied from it,
+``torchvision``, ``timm``).
 
 The engine imports no model library, so these families match modules by *structure*: the
 attributes, parameters and children of the instance, and the names its class's ``forward`` refers
@@ -7,17 +8,28 @@ compute different things, the class name decides as well. Each family's ``match_
 its rule and why it is enough. The families come after every torch family in the registry, so a
 subclass of a torch module keeps its torch formula.
 
-========================  ===================================================================
-family                    formulas
-========================  ===================================================================
-``gpt2_conv1d``           ``nn.Linear``'s (``linear.py``) with ``in = weight.shape[0]``,
-                          ``out = nf``: the same ``addmm``, with the weight stored transposed
-``library_activation``    ``cost·Nx`` FLOPs, 0 MACs, ``Nx + scalars + Ny`` DMAs; ``cost`` from the
-                          torch activation table (``activation.py``) for the same function
-``library_rms_norm``      ``nn.RMSNorm``'s (``norm.py``): ``3N + 2R + N`` FLOPs, 0 MACs,
-                          ``N + P + Ny + 2R`` DMAs, ``R = N / x.shape[-1]``
-``rotary_embedding``      ``A + 4·Ny`` FLOPs, ``A`` MACs, ``A/F + F + A + 4·Ny + 2`` DMAs (below)
-========================  ===================================================================
+==========================  ===================================================================
+family                      formulas
+==========================  ===================================================================
+``gpt2_conv1d``             ``nn.Linear``'s (``linear.py``) with ``in = weight.shape[0]``,
+                            ``out = nf``: the same ``addmm``, with the weight stored transposed
+``library_activation``      ``cost·Nx`` FLOPs, 0 MACs, ``Nx + scalars + Ny`` DMAs; ``cost`` from the
+                            torch activation table (``activation.py``) for the same function
+``library_rms_norm``        ``nn.RMSNorm``'s (``norm.py``): ``3N + 2R + N`` FLOPs, 0 MACs,
+                            ``N + P + Ny + 2R`` DMAs, ``R = N / x.shape[-1]``
+``rotary_embedding``        ``A + 4·Ny`` FLOPs, ``A`` MACs, ``A/F + F + A + 4·Ny + 2`` DMAs (below)
+``stochastic_depth``        torchvision's ``StochasticDepth``, timm's ``DropPath``: 0, 0, 0 in
+                            evaluation (dropout's elided identity); in training ``Nx + [s]·M``
+                            FLOPs, 0 MACs, ``Nx + Ny + 2M + [s]·(2M + 1)`` DMAs (``M`` mask values)
+``vision_permute``          torchvision's ``Permute``: 0, 0, ``2·Nx`` (``nn.Flatten``'s view)
+``timm_activation``         timm's ``GELU``, ``Sigmoid``, ``Swish``, ...: the torch activation's
+``layer_scale``             timm's ``LayerScale``/``LayerScale2d``: ``Nx``, 0, ``Nx + P + Ny``
+``fast_adaptive_avg_pool``  timm's ``FastAdaptiveAvgPool``: ``nn.AdaptiveAvgPool2d(1)``'s
+==========================  ===================================================================
+
+The vision-library families (``torchvision``, ``timm``) match on the class's module path
+(``type(module).__module__`` under ``torchvision.ops`` or ``timm``), the class name and the
+attributes the formula reads: their classes have too little structure to be told apart otherwise.
 
 Casts (``.to(torch.float32)``, ``.float()``, the cast back to the input dtype) are data movement:
 they add no FLOPs, and, as everywhere in this package, DMAs count the logical algorithm's reads and
@@ -28,20 +40,41 @@ from __future__ import annotations
 
 import inspect
 import numbers
+from collections.abc import Callable
 from functools import lru_cache
 from types import SimpleNamespace
 
 from torch import nn
 
-from ._common import input_tensor, lower_bound, num_params, numel, output_tensor, rf_pointwise, shape
+from ._common import ShapeOnly, input_tensor, lower_bound, num_params, numel, output_tensor, rf_pointwise, shape
 from ._registry import Family
-from .activation import elementwise_cost
+from .activation import dmas_activation, elementwise_cost, flops_activation
 from .linear import dmas_linear, flops_linear, macs_linear
-from .structural import dmas_identity
+from .pooling import dmas_adaptive_poolnd, flops_adaptive_avgpoolnd, macs_adaptive_avgpoolnd, rf_adaptive_poolnd
+from .structural import dmas_flatten, dmas_identity, macs_zero
 
 __all__ = [
     "LIBRARY_ACTIVATIONS",
     "T5_STYLE_RMS_NORMS",
+    "TIMM_ACTIVATIONS",
+    "dmas_fast_adaptive_avg_pool",
+    "dmas_layer_scale",
+    "dmas_permute",
+    "dmas_stochastic_depth",
+    "dmas_timm_activation",
+    "flops_fast_adaptive_avg_pool",
+    "flops_layer_scale",
+    "flops_permute",
+    "flops_stochastic_depth",
+    "flops_timm_activation",
+    "macs_fast_adaptive_avg_pool",
+    "macs_stochastic_depth",
+    "match_fast_adaptive_avg_pool",
+    "match_layer_scale",
+    "match_permute",
+    "match_stochastic_depth",
+    "match_timm_activation",
+    "rf_fast_adaptive_avg_pool",
     "dmas_conv1d",
     "dmas_library_activation",
     "dmas_library_rmsnorm",
@@ -342,9 +375,294 @@ def dmas_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
     return positions + freqs + angles + 2 * (table + 1 + table)
 
 
+# ---------------------------------------------------------------------------- vision libraries
+#
+# ``torchvision`` and ``timm`` classes without a torch base class. Their structure is a handful of
+# plain attributes, so each rule is: the class's module path starts with the library's package
+# (``type(module).__module__``), the class name, no children, and the attributes the formula reads.
+# Each formula is the torch formula of the module that does the same work, so the counts agree.
+
+
+def _module_path(module: nn.Module) -> str:
+    return getattr(type(module), "__module__", "") or ""
+
+
+def _from_package(module: nn.Module, package: str) -> bool:
+    path = _module_path(module)
+    return path == package or path.startswith(package + ".")
+
+
+def _parameterless_leaf(module: nn.Module) -> bool:
+    return _is_leaf(module) and next(module.parameters(recurse=False), None) is None
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+# ------------------------------------------------ stochastic depth (StochasticDepth, DropPath)
+
+
+def match_stochastic_depth(module: nn.Module) -> bool:
+    """``torchvision.ops.StochasticDepth`` (module path under ``torchvision.ops``, a real ``p`` in
+    ``[0, 1]``, ``mode`` ``"row"`` or ``"batch"``) or timm's ``DropPath`` (module path under
+    ``timm``, a real ``drop_prob`` in ``[0, 1]``, ``scale_by_keep`` a bool when present); by class
+    name, with no parameters or children. Both return the very input in evaluation and multiply it
+    by a random 0/1 mask, one value per sample (``row``) or per batch, in training."""
+    name = type(module).__name__
+    if not _parameterless_leaf(module):
+        return False
+    if name == "StochasticDepth" and _from_package(module, "torchvision.ops"):
+        p = getattr(module, "p", None)
+        return _is_real(p) and 0 <= p <= 1 and getattr(module, "mode", None) in ("row", "batch")
+    if name == "DropPath" and _from_package(module, "timm"):
+        p = getattr(module, "drop_prob", None)
+        return _is_real(p) and 0 <= p <= 1 and isinstance(getattr(module, "scale_by_keep", True), bool)
+    return False
+
+
+def _drop_state(module: nn.Module, x) -> tuple[bool, int, bool]:
+    """(active, mask elements ``M``, the mask is scaled by ``1/keep``)."""
+    if type(module).__name__ == "StochasticDepth":
+        p, per_row, scale = module.p, module.mode == "row", True
+    else:
+        p, per_row, scale = module.drop_prob, True, getattr(module, "scale_by_keep", True)
+    active = bool(module.training and p > 0)
+    dims = shape(x)
+    mask = (dims[0] if dims else 1) if per_row else 1
+    return active, mask, bool(scale and p < 1)
+
+
+def flops_stochastic_depth(module: nn.Module, inputs, out=None) -> int:
+    """0 in evaluation or with ``p = 0``: the call returns its input, an elided identity as
+    ``dropout.flops_dropout``. In training ``Nx + [scaled]·M``: the broadcast mask multiply (one per
+    element, as dropout's ``Nx``) and the mask's division by the keep rate ``1 − p`` (``M`` = batch
+    size for ``row``/``DropPath``, 1 for ``batch``; skipped when ``p = 1`` or ``scale_by_keep`` is
+    False). The Bernoulli draw is random number generation, not arithmetic (as for dropout).
+    Sources: ``torchvision.ops.stochastic_depth``, ``timm.layers.drop.drop_path``."""
+    x = input_tensor(inputs, module)
+    active, mask, scaled = _drop_state(module, x)
+    return numel(x) + (mask if scaled else 0) if active else 0
+
+
+def macs_stochastic_depth(module: nn.Module, x=None, y=None, *, inputs=None) -> int:
+    """0."""
+    return 0
+
+
+def dmas_stochastic_depth(module: nn.Module, x, y, *, inputs=None) -> int:
+    """0 when inactive (elided identity, ``dropout.dmas_dropout``). In training ``Nx + Ny + 2M +
+    [scaled]·(2M + 1)``: the draw writes the ``M``-element mask; the scale reads it and the keep
+    rate and writes it back; the multiply reads the input and the mask and writes the output."""
+    active, mask, scaled = _drop_state(module, x)
+    if not active:
+        return 0
+    return numel(x) + numel(y) + 2 * mask + (2 * mask + 1 if scaled else 0)
+
+
+# ------------------------------------------------ torchvision's Permute
+
+
+def match_permute(module: nn.Module) -> bool:
+    """``torchvision.ops.misc.Permute``: module path under ``torchvision.ops``, class name
+    ``Permute``, a list or tuple of int ``dims``, no parameters or children; its ``forward`` is
+    ``torch.permute(x, self.dims)``."""
+    dims = getattr(module, "dims", None)
+    return (
+        type(module).__name__ == "Permute"
+        and _from_package(module, "torchvision.ops")
+        and _parameterless_leaf(module)
+        and isinstance(dims, (list, tuple))
+        and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
+    )
+
+
+def flops_permute(module: nn.Module, inputs=None, out=None) -> int:
+    """0: ``torch.permute`` returns a view with permuted strides."""
+    return 0
+
+
+def dmas_permute(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``2·Nx``, as ``nn.Flatten`` (``structural.dmas_flatten``, the reference's value for a
+    reshaping view)."""
+    return dmas_flatten(module, x, y)
+
+
+# ------------------------------------------------ timm's activation classes
+
+#: ``class name -> (torch module doing the same work, extra FLOPs per element)`` for the classes of
+#: ``timm.layers.activations`` (older ``timm.models.layers.activations``). timm's ``inplace``
+#: is set on the torch module (as an attribute where torch's class has no flag), so an in-place call
+#: skips the output write as torch's activations do.
+TIMM_ACTIVATIONS: dict[str, tuple[Callable[[bool], nn.Module], int]] = {
+    # F.gelu(x) / F.gelu(x, approximate="tanh")
+    "GELU": (lambda inplace: nn.GELU(), 0),
+    "GELUTanh": (lambda inplace: nn.GELU(approximate="tanh"), 0),
+    # x.sigmoid() / x.tanh() (in place with inplace=True)
+    "Sigmoid": (lambda inplace: nn.Sigmoid(), 0),
+    "Tanh": (lambda inplace: nn.Tanh(), 0),
+    # x·sigmoid(x), as nn.SiLU
+    "Swish": (lambda inplace: nn.SiLU(inplace), 0),
+    # x·relu6(x + 3)/6, as nn.Hardswish
+    "HardSwish": (lambda inplace: nn.Hardswish(inplace), 0),
+    # relu6(x + 3)/6, as nn.Hardsigmoid
+    "HardSigmoid": (lambda inplace: nn.Hardsigmoid(inplace), 0),
+    # x·tanh(softplus(x)), as nn.Mish
+    "Mish": (lambda inplace: nn.Mish(), 0),
+    # x·sigmoid(1.702·x): nn.SiLU and the scale
+    "QuickGELU": (lambda inplace: nn.SiLU(), 1),
+}
+
+
+@lru_cache(maxsize=None)
+def _timm_reference(name: str, inplace: bool) -> nn.Module:
+    reference = TIMM_ACTIVATIONS[name][0](inplace)
+    if inplace and not hasattr(reference, "inplace"):  # nn.Sigmoid/nn.Tanh take no flag
+        reference.inplace = True
+    return reference
+
+
+def _timm_activation(module: nn.Module) -> tuple[nn.Module, int]:
+    name = type(module).__name__
+    return _timm_reference(name, bool(getattr(module, "inplace", False))), TIMM_ACTIVATIONS[name][1]
+
+
+def match_timm_activation(module: nn.Module) -> bool:
+    """A class of :data:`TIMM_ACTIVATIONS` by name whose module path is under ``timm`` (the names
+    ``GELU``, ``Sigmoid``, ``Tanh`` and ``Mish`` are torch's too, so the path decides), with no
+    parameters or children. timm's ``PReLU`` subclasses ``nn.PReLU`` and keeps the torch family."""
+    return (
+        type(module).__name__ in TIMM_ACTIVATIONS
+        and _from_package(module, "timm")
+        and _parameterless_leaf(module)
+    )
+
+
+def flops_timm_activation(module: nn.Module, inputs, out=None) -> int:
+    """``activation.flops_activation`` of the torch module that does the same work, plus the
+    extra per-element cost (``QuickGELU``'s scale)."""
+    reference, extra = _timm_activation(module)
+    return flops_activation(reference, inputs, out) + extra * numel(input_tensor(inputs, module))
+
+
+def dmas_timm_activation(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``activation.dmas_activation`` of the torch module that does the same work: ``Nx + Ny``,
+    ``Nx`` in place (Tanh: the reference's ``2·Nx + Ny``)."""
+    return dmas_activation(_timm_activation(module)[0], x, y)
+
+
+# ------------------------------------------------ timm's LayerScale / LayerScale2d
+
+
+def match_layer_scale(module: nn.Module) -> bool:
+    """timm's ``LayerScale`` (``x * gamma`` over the last axis) and ``LayerScale2d`` (``x *
+    gamma.view(1, -1, 1, 1)``, over the channels): module path under ``timm``, the class name, a
+    1-D ``gamma`` as the only parameter, a bool ``inplace`` (``x.mul_(gamma)``), no children."""
+    if type(module).__name__ not in ("LayerScale", "LayerScale2d") or not _from_package(module, "timm"):
+        return False
+    params = _own_parameters(module)
+    return (
+        _is_leaf(module)
+        and set(params) == {"gamma"}
+        and len(params["gamma"]) == 1
+        and isinstance(getattr(module, "inplace", None), bool)
+    )
+
+
+def flops_layer_scale(module: nn.Module, inputs, out=None) -> int:
+    """``Nx``: one multiply per element by the broadcast ``gamma``."""
+    return numel(input_tensor(inputs, module))
+
+
+def dmas_layer_scale(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``Nx + P + Ny``: the input, the ``P`` scales, the output (``Nx + P`` in place, the
+    activations' in-place rule)."""
+    return numel(x) + num_params(module) + (0 if module.inplace else numel(y))
+
+
+# ------------------------------------------------ timm's FastAdaptiveAvgPool
+
+_GLOBAL_POOL = nn.AdaptiveAvgPool2d(1)
+
+
+def match_fast_adaptive_avg_pool(module: nn.Module) -> bool:
+    """timm's ``FastAdaptiveAvgPool`` (``x.mean(self.dim, keepdim=not self.flatten)``): module path
+    under ``timm``, the class name, a bool ``flatten``, ``dim`` the spatial axes ``(2, 3)`` (NCHW)
+    or ``(1, 2)`` (NHWC), no parameters or children."""
+    dim = getattr(module, "dim", None)
+    return (
+        type(module).__name__ == "FastAdaptiveAvgPool"
+        and _from_package(module, "timm")
+        and _parameterless_leaf(module)
+        and isinstance(getattr(module, "flatten", None), bool)
+        and isinstance(dim, (tuple, list))
+        and tuple(dim) in ((2, 3), (1, 2))
+    )
+
+
+def _as_global_pool(module: nn.Module, x) -> tuple[ShapeOnly, ShapeOnly]:
+    """The ``nn.AdaptiveAvgPool2d(1)`` call on NCHW shapes that computes the same means."""
+    dims = shape(x)
+    if len(dims) != 4:
+        raise ValueError(f"FastAdaptiveAvgPool formula expects a 4-D input, got shape {dims}.")
+    n, c, h, w = (dims[0], dims[3], dims[1], dims[2]) if tuple(module.dim) == (1, 2) else dims
+    return ShapeOnly((n, c, h, w)), ShapeOnly((n, c, 1, 1))
+
+
+def flops_fast_adaptive_avg_pool(module: nn.Module, inputs, out=None) -> int:
+    """``nn.AdaptiveAvgPool2d(1)``'s ``W − Ny + 2·Ny`` (``pooling.flops_adaptive_avgpoolnd``) with
+    ``W = N·C·H·W`` and ``Ny = N·C``: ``H·W − 1`` adds and 2 division operations per mean."""
+    x, y = _as_global_pool(module, input_tensor(inputs, module))
+    return flops_adaptive_avgpoolnd(_GLOBAL_POOL, (x,), y)
+
+
+def macs_fast_adaptive_avg_pool(module: nn.Module, x, y, *, inputs=None) -> int:
+    """As the FLOPs (``pooling.macs_adaptive_avgpoolnd``)."""
+    return macs_adaptive_avgpoolnd(_GLOBAL_POOL, *_as_global_pool(module, x))
+
+
+def dmas_fast_adaptive_avg_pool(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``W + Ny`` (``pooling.dmas_adaptive_poolnd``); flattening the means is a view."""
+    return dmas_adaptive_poolnd(_GLOBAL_POOL, *_as_global_pool(module, x))
+
+
+def rf_fast_adaptive_avg_pool(module: nn.Module, x, y) -> tuple:
+    """``(H, H, 0)``: one window over the whole first spatial axis (``pooling.rf_adaptive_poolnd``)."""
+    return rf_adaptive_poolnd(_GLOBAL_POOL, *_as_global_pool(module, x))
+
+
 rf_library = rf_pointwise
 
 FAMILIES = [
+    Family(
+        "stochastic_depth",
+        (),
+        flops_stochastic_depth,
+        macs_stochastic_depth,
+        dmas_stochastic_depth,
+        rf_library,
+        match=match_stochastic_depth,
+    ),
+    Family("vision_permute", (), flops_permute, macs_zero, dmas_permute, rf_library, match=match_permute),
+    Family(
+        "timm_activation",
+        (),
+        flops_timm_activation,
+        macs_zero,
+        dmas_timm_activation,
+        rf_library,
+        match=match_timm_activation,
+    ),
+    Family("layer_scale", (), flops_layer_scale, macs_zero, dmas_layer_scale, rf_library, match=match_layer_scale),
+    Family(
+        "fast_adaptive_avg_pool",
+        (),
+        flops_fast_adaptive_avg_pool,
+        macs_fast_adaptive_avg_pool,
+        dmas_fast_adaptive_avg_pool,
+        rf_fast_adaptive_avg_pool,
+        match=match_fast_adaptive_avg_pool,
+    ),
     Family("gpt2_conv1d", (), flops_conv1d, macs_conv1d, dmas_conv1d, rf_library, match=match_conv1d),
     Family(
         "library_activation",
