@@ -9,8 +9,10 @@ original's class name, module path (``__module__``), attributes and ``forward``:
 * ``DropPath`` — ``timm.layers.drop.DropPath`` (and ``timm.layers.drop.drop_path``);
 * ``GELU``, ``GELUTanh``, ``Sigmoid``, ``Tanh``, ``Swish``, ``HardSwish``, ``HardSigmoid``,
   ``Mish``, ``QuickGELU`` — ``timm.layers.activations``;
+* ``HardMish`` — ``timm.layers.activations``;
 * ``LayerScale`` — ``timm.layers.layer_scale.LayerScale``; ``LayerScale2d`` —
-  ``timm.layers.layer_scale.LayerScale2d``;
+  ``timm.layers.layer_scale.LayerScale2d``; ``Scale`` — ``timm.models.metaformer.Scale``;
+  ``Affine`` — ``timm.models.mlp_mixer.Affine``;
 * ``FastAdaptiveAvgPool`` — ``timm.layers.adaptive_avgmax_pool.FastAdaptiveAvgPool``.
 
 Expected values are derived by hand in the comments, or taken from the torch module that does the
@@ -173,7 +175,14 @@ class QuickGELU(nn.Module):
         return input * torch.sigmoid(1.702 * input)
 
 
-for _cls in (Sigmoid, Tanh, Swish, HardSwish, HardSigmoid):
+class HardMish(_TimmActivation):
+    def forward(self, x):
+        if self.inplace:
+            return x.mul_(0.5 * (x + 2).clamp(min=0, max=2))
+        return 0.5 * x * (x + 2).clamp(min=0, max=2)
+
+
+for _cls in (Sigmoid, Tanh, Swish, HardSwish, HardSigmoid, HardMish):
     _cls.__module__ = "timm.layers.activations"
 
 
@@ -200,6 +209,30 @@ class LayerScale2d(nn.Module):
     def forward(self, x):
         gamma = self.gamma.view(1, -1, 1, 1)
         return x.mul_(gamma) if self.inplace else x * gamma
+
+
+class Scale(nn.Module):
+    __module__ = "timm.models.metaformer"
+
+    def __init__(self, dim, init_value=1.0, trainable=True, use_nchw=True):
+        super().__init__()
+        self.shape = (dim, 1, 1) if use_nchw else (dim,)
+        self.scale = nn.Parameter(init_value * torch.ones(dim), requires_grad=trainable)
+
+    def forward(self, x):
+        return x * self.scale.view(self.shape)
+
+
+class Affine(nn.Module):
+    __module__ = "timm.models.mlp_mixer"
+
+    def __init__(self, dim):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones((1, 1, dim)))
+        self.beta = nn.Parameter(torch.zeros((1, 1, dim)))
+
+    def forward(self, x):
+        return torch.addcmul(self.beta, self.alpha, x)
 
 
 class FastAdaptiveAvgPool(nn.Module):
@@ -308,6 +341,7 @@ def test_permute_outside_torchvision_is_unsupported(measure):
         (HardSigmoid(), nn.Hardsigmoid()),
         (HardSigmoid(inplace=True), nn.Hardsigmoid(inplace=True)),
         (Mish(), nn.Mish()),
+        (HardMish(), nn.Hardswish()),
     ],
     ids=lambda m: f"{type(m).__module__.split('.')[0]}.{type(m).__name__}",
 )
@@ -337,6 +371,9 @@ def test_timm_activation_values_by_hand(measure):
     assert measure(Mish(), x).flops == 60
     # QuickGELU: ·1.702, sigmoid (4), ·x = 6/elt → 36; DMAs 12
     assert _values(measure(QuickGELU(), x)) == (36, 0, 12, POINTWISE)
+    # HardMish: +2, two clamps, ·0.5, ·x = 5/elt → 30, as nn.Hardswish; in place DMAs 6
+    assert _values(measure(HardMish(), x)) == (30, 0, 12, POINTWISE) == _values(measure(nn.Hardswish(), x))
+    assert measure(HardMish(inplace=True), x.clone()).dmas == 6
 
 
 def test_torch_named_classes_outside_timm_are_not_timm_activations(measure):
@@ -366,6 +403,22 @@ def test_layer_scale_by_hand(measure):
 def test_layer_scale_2d_by_hand(measure):
     # (2, 3, 4, 5) · gamma(3) per channel: FLOPs 120; DMAs 120 + 3 + 120 = 243
     assert _values(measure(LayerScale2d(3), torch.randn(2, 3, 4, 5))) == (120, 0, 243, POINTWISE)
+
+
+def test_metaformer_scale_and_resmlp_affine_by_hand(measure):
+    # Scale(3) on NCHW (2, 3, 4, 5): FLOPs 120; DMAs 120 + 3 + 120 = 243
+    module = Scale(3)
+    assert family_of(module).name == "layer_scale"
+    assert _values(measure(module, torch.randn(2, 3, 4, 5))) == (120, 0, 243, POINTWISE)
+    # Scale(4, use_nchw=False) on (2, 3, 4): FLOPs 24; DMAs 24 + 4 + 24 = 52, as LayerScale(4)
+    x = torch.randn(2, 3, 4)
+    assert _values(measure(Scale(4, use_nchw=False), x)) == _values(measure(LayerScale(4), x))
+    # Affine(4) on (2, 3, 4): addcmul, a multiply and an add per element: FLOPs 48;
+    # DMAs 24 + P (4 + 4) + 24 = 56
+    got = measure(Affine(4), x)
+    assert family_of(Affine(4)).name == "layer_scale"
+    assert _values(got) == (48, 0, 56, POINTWISE)
+    assert got.warnings == []
 
 
 def test_layer_scale_equals_a_multiply_by_a_parameter(measure):

@@ -23,7 +23,8 @@ family                      formulas
                             FLOPs, 0 MACs, ``Nx + Ny + 2M + [s]·(2M + 1)`` DMAs (``M`` mask values)
 ``vision_permute``          torchvision's ``Permute``: 0, 0, ``2·Nx`` (``nn.Flatten``'s view)
 ``timm_activation``         timm's ``GELU``, ``Sigmoid``, ``Swish``, ...: the torch activation's
-``layer_scale``             timm's ``LayerScale``/``LayerScale2d``: ``Nx``, 0, ``Nx + P + Ny``
+``layer_scale``             timm's ``LayerScale``/``LayerScale2d``/``Scale``: ``Nx``, 0,
+                            ``Nx + P + Ny``; ``Affine``: ``2·Nx``, 0, ``Nx + P + Ny``
 ``fast_adaptive_avg_pool``  timm's ``FastAdaptiveAvgPool``: ``nn.AdaptiveAvgPool2d(1)``'s
 ==========================  ===================================================================
 
@@ -57,6 +58,7 @@ __all__ = [
     "LIBRARY_ACTIVATIONS",
     "T5_STYLE_RMS_NORMS",
     "TIMM_ACTIVATIONS",
+    "TIMM_SCALES",
     "dmas_fast_adaptive_avg_pool",
     "dmas_layer_scale",
     "dmas_permute",
@@ -511,6 +513,8 @@ TIMM_ACTIVATIONS: dict[str, tuple[Callable[[bool], nn.Module], int]] = {
     "Mish": (lambda inplace: nn.Mish(), 0),
     # x·sigmoid(1.702·x): nn.SiLU and the scale
     "QuickGELU": (lambda inplace: nn.SiLU(), 1),
+    # 0.5·x·clamp(x + 2, 0, 2): add, two clamps, two multiplies, nn.Hardswish's 5 operations
+    "HardMish": (lambda inplace: nn.Hardswish(inplace), 0),
 }
 
 
@@ -551,33 +555,47 @@ def dmas_timm_activation(module: nn.Module, x, y, *, inputs=None) -> int:
     return dmas_activation(_timm_activation(module)[0], x, y)
 
 
-# ------------------------------------------------ timm's LayerScale / LayerScale2d
+# ------------------------------------------------ timm's per-channel scales (LayerScale, Scale, Affine)
+
+#: ``class name -> (its parameters, FLOPs per element)``: ``LayerScale`` ``x * gamma`` (last axis)
+#: and ``LayerScale2d`` ``x * gamma.view(1, -1, 1, 1)`` (``timm.layers.layer_scale``), metaformer's
+#: ``Scale`` ``x * scale.view(shape)`` (``timm.models.metaformer``): one multiply; ResMLP's
+#: ``Affine`` ``torch.addcmul(beta, alpha, x)`` (``timm.models.mlp_mixer``): a multiply and an add.
+TIMM_SCALES: dict[str, tuple[frozenset[str], int]] = {
+    "LayerScale": (frozenset(("gamma",)), 1),
+    "LayerScale2d": (frozenset(("gamma",)), 1),
+    "Scale": (frozenset(("scale",)), 1),
+    "Affine": (frozenset(("alpha", "beta")), 2),
+}
 
 
 def match_layer_scale(module: nn.Module) -> bool:
-    """timm's ``LayerScale`` (``x * gamma`` over the last axis) and ``LayerScale2d`` (``x *
-    gamma.view(1, -1, 1, 1)``, over the channels): module path under ``timm``, the class name, a
-    1-D ``gamma`` as the only parameter, a bool ``inplace`` (``x.mul_(gamma)``), no children."""
-    if type(module).__name__ not in ("LayerScale", "LayerScale2d") or not _from_package(module, "timm"):
+    """A class of :data:`TIMM_SCALES` by name whose module path is under ``timm``, with exactly the
+    table's parameters (``gamma``/``scale`` 1-D; ``alpha`` and ``beta`` of one shape with a single
+    non-1 axis), a bool ``inplace`` where there is one (``x.mul_(gamma)``), and no children."""
+    entry = TIMM_SCALES.get(type(module).__name__)
+    if entry is None or not _from_package(module, "timm") or not _is_leaf(module):
         return False
     params = _own_parameters(module)
-    return (
-        _is_leaf(module)
-        and set(params) == {"gamma"}
-        and len(params["gamma"]) == 1
-        and isinstance(getattr(module, "inplace", None), bool)
-    )
+    if set(params) != entry[0] or not isinstance(getattr(module, "inplace", False), bool):
+        return False
+    shapes = set(params.values())
+    if len(shapes) != 1:
+        return False
+    dims = next(iter(shapes))
+    return len(dims) == 1 if len(params) == 1 else sum(d != 1 for d in dims) <= 1
 
 
 def flops_layer_scale(module: nn.Module, inputs, out=None) -> int:
-    """``Nx``: one multiply per element by the broadcast ``gamma``."""
-    return numel(input_tensor(inputs, module))
+    """``Nx`` (one multiply per element by the broadcast scale); ``Affine`` ``2·Nx`` (multiply and
+    add)."""
+    return TIMM_SCALES[type(module).__name__][1] * numel(input_tensor(inputs, module))
 
 
 def dmas_layer_scale(module: nn.Module, x, y, *, inputs=None) -> int:
-    """``Nx + P + Ny``: the input, the ``P`` scales, the output (``Nx + P`` in place, the
+    """``Nx + P + Ny``: the input, the ``P`` parameters, the output (``Nx + P`` in place, the
     activations' in-place rule)."""
-    return numel(x) + num_params(module) + (0 if module.inplace else numel(y))
+    return numel(x) + num_params(module) + (0 if getattr(module, "inplace", False) else numel(y))
 
 
 # ------------------------------------------------ timm's FastAdaptiveAvgPool
