@@ -13,6 +13,7 @@ original's class name, module path (``__module__``), attributes and ``forward``:
 * ``LayerScale`` — ``timm.layers.layer_scale.LayerScale``; ``LayerScale2d`` —
   ``timm.layers.layer_scale.LayerScale2d``; ``Scale`` — ``timm.models.metaformer.Scale``;
   ``Affine`` — ``timm.models.mlp_mixer.Affine``;
+* ``GlobalResponseNorm`` — ``timm.layers.grn.GlobalResponseNorm``;
 * ``FastAdaptiveAvgPool`` — ``timm.layers.adaptive_avgmax_pool.FastAdaptiveAvgPool``.
 
 Expected values are derived by hand in the comments, or taken from the torch module that does the
@@ -235,6 +236,29 @@ class Affine(nn.Module):
         return torch.addcmul(self.beta, self.alpha, x)
 
 
+class GlobalResponseNorm(nn.Module):
+    __module__ = "timm.layers.grn"
+
+    def __init__(self, dim, eps=1e-6, channels_last=True):
+        super().__init__()
+        self.eps = eps
+        if channels_last:
+            self.spatial_dim = (1, 2)
+            self.channel_dim = -1
+            self.wb_shape = (1, 1, 1, -1)
+        else:
+            self.spatial_dim = (2, 3)
+            self.channel_dim = 1
+            self.wb_shape = (1, -1, 1, 1)
+        self.weight = nn.Parameter(torch.zeros(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        x_g = x.norm(p=2, dim=self.spatial_dim, keepdim=True)
+        x_n = x_g / (x_g.mean(dim=self.channel_dim, keepdim=True) + self.eps)
+        return x + torch.addcmul(self.bias.view(self.wb_shape), self.weight.view(self.wb_shape), x * x_n)
+
+
 class FastAdaptiveAvgPool(nn.Module):
     __module__ = "timm.layers.adaptive_avgmax_pool"
 
@@ -450,3 +474,28 @@ def test_fast_adaptive_avg_pool_channels_last(measure):
     x = torch.randn(2, 3, 4, 5)
     got = measure(FastAdaptiveAvgPool(input_fmt="NHWC"), x.permute(0, 2, 3, 1))
     assert _values(got) == _values(measure(nn.AdaptiveAvgPool2d(1), x))
+
+
+# ---------------------------------------------------------------------------- GlobalResponseNorm
+
+
+def test_global_response_norm_by_hand(measure):
+    # channels last (2, 4, 5, 3): Nx = 120, G = 2·3 = 6 norms, B = 2 means, P = 3 + 3 = 6
+    # FLOPs: norms 120 squares + (120 − 6) adds + 6 roots = 240; mean 4 adds + 2 divides = 6; ε 2;
+    # divide 6; x·x_n 120; addcmul 240; residual 120 → 240 + 6 + 2 + 6 + 120 + 240 + 120 = 734
+    # = 6·120 + 2·6 + 2; DMAs 120 + 6 + 120 + 2·6 + 2·2 = 262
+    module = GlobalResponseNorm(3)
+    got = measure(module, torch.randn(2, 4, 5, 3))
+    assert family_of(module).name == "global_response_norm"
+    assert _values(got) == (734, 0, 262, POINTWISE)
+    assert got.warnings == []
+    # NCHW (2, 3, 4, 5) computes the same statistics: the same values
+    nchw = measure(GlobalResponseNorm(3, channels_last=False), torch.randn(2, 3, 4, 5))
+    assert _values(nchw) == (734, 0, 262, POINTWISE)
+
+
+
+def test_global_response_norm_needs_its_parameters():
+    module = GlobalResponseNorm(3)
+    del module.bias  # a GRN without its bias is not timm's class
+    assert family_of(module) is None

@@ -25,6 +25,8 @@ family                      formulas
 ``timm_activation``         timm's ``GELU``, ``Sigmoid``, ``Swish``, ...: the torch activation's
 ``layer_scale``             timm's ``LayerScale``/``LayerScale2d``/``Scale``: ``Nx``, 0,
                             ``Nx + P + Ny``; ``Affine``: ``2·Nx``, 0, ``Nx + P + Ny``
+``global_response_norm``    timm's ``GlobalResponseNorm``: ``6·Nx + 2G + B``, 0,
+                            ``Nx + P + Ny + 2G + 2B`` (``G`` = batch·channels, ``B`` = batch)
 ``fast_adaptive_avg_pool``  timm's ``FastAdaptiveAvgPool``: ``nn.AdaptiveAvgPool2d(1)``'s
 ==========================  ===================================================================
 
@@ -60,18 +62,22 @@ __all__ = [
     "TIMM_ACTIVATIONS",
     "TIMM_SCALES",
     "dmas_fast_adaptive_avg_pool",
+    "dmas_global_response_norm",
     "dmas_layer_scale",
     "dmas_permute",
     "dmas_stochastic_depth",
     "dmas_timm_activation",
     "flops_fast_adaptive_avg_pool",
+    "flops_global_response_norm",
     "flops_layer_scale",
     "flops_permute",
     "flops_stochastic_depth",
     "flops_timm_activation",
     "macs_fast_adaptive_avg_pool",
+    "macs_global_response_norm",
     "macs_stochastic_depth",
     "match_fast_adaptive_avg_pool",
+    "match_global_response_norm",
     "match_layer_scale",
     "match_permute",
     "match_stochastic_depth",
@@ -598,6 +604,61 @@ def dmas_layer_scale(module: nn.Module, x, y, *, inputs=None) -> int:
     return numel(x) + num_params(module) + (0 if getattr(module, "inplace", False) else numel(y))
 
 
+# ------------------------------------------------ timm's GlobalResponseNorm
+
+
+def match_global_response_norm(module: nn.Module) -> bool:
+    """timm's ``GlobalResponseNorm`` (``timm.layers.grn``, ConvNeXt-V2): module path under ``timm``,
+    the class name, a real ``eps``, ``spatial_dim`` ``(1, 2)`` with ``channel_dim`` ``-1``
+    (channels last) or ``(2, 3)`` with ``1`` (NCHW), 1-D ``weight`` and ``bias`` of one length as the
+    only parameters, no children."""
+    if type(module).__name__ != "GlobalResponseNorm" or not _from_package(module, "timm"):
+        return False
+    axes = (tuple(getattr(module, "spatial_dim", ()) or ()), getattr(module, "channel_dim", None))
+    params = _own_parameters(module)
+    return (
+        _is_leaf(module)
+        and _is_real(getattr(module, "eps", None))
+        and axes in (((1, 2), -1), ((2, 3), 1))
+        and set(params) == {"weight", "bias"}
+        and len(params["weight"]) == 1
+        and params["weight"] == params["bias"]
+    )
+
+
+def _grn_sizes(module: nn.Module, x) -> tuple[int, int, int]:
+    """``(Nx, G, B)``: input elements, per-channel norms ``G = batch·C``, per-sample means ``B``."""
+    dims = shape(x)
+    if len(dims) != 4:
+        raise ValueError(f"GlobalResponseNorm formula expects a 4-D input, got shape {dims}.")
+    n = numel(x)
+    spatial = dims[module.spatial_dim[0]] * dims[module.spatial_dim[1]]
+    return n, (n // spatial if spatial else 0), dims[0]
+
+
+def flops_global_response_norm(module: nn.Module, inputs, out=None) -> int:
+    """``6·Nx + 2G + B``, step by step (``x_g = x.norm(2, spatial)``, ``x_n = x_g / (x_g.mean(channel)
+    + eps)``, ``x + addcmul(bias, weight, x * x_n)``): the L2 norms square and sum (``Nx`` squares,
+    ``Nx − G`` adds, ``G`` square roots: ``2·Nx``), the channel mean (``G − B`` adds, ``B`` divides:
+    ``G``), the ε add (``B``), the division (``G``), ``x * x_n`` (``Nx``), ``addcmul`` (``2·Nx``)
+    and the residual add (``Nx``)."""
+    n, norms, batch = _grn_sizes(module, input_tensor(inputs, module))
+    return 6 * n + 2 * norms + batch
+
+
+def macs_global_response_norm(module: nn.Module, x=None, y=None, *, inputs=None) -> int:
+    """0: no weight × activation contraction (``norm.macs_norm``)."""
+    return 0
+
+
+def dmas_global_response_norm(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``Nx + P + Ny + 2G + 2B``, the norms' convention (``norm.dmas_rmsnorm``): the input, the
+    parameters and the output once, each statistic (the ``G`` norms, the ``B`` means) written and
+    read once."""
+    n, norms, batch = _grn_sizes(module, x)
+    return n + num_params(module) + numel(y) + 2 * norms + 2 * batch
+
+
 # ------------------------------------------------ timm's FastAdaptiveAvgPool
 
 _GLOBAL_POOL = nn.AdaptiveAvgPool2d(1)
@@ -672,6 +733,15 @@ FAMILIES = [
         match=match_timm_activation,
     ),
     Family("layer_scale", (), flops_layer_scale, macs_zero, dmas_layer_scale, rf_library, match=match_layer_scale),
+    Family(
+        "global_response_norm",
+        (),
+        flops_global_response_norm,
+        macs_global_response_norm,
+        dmas_global_response_norm,
+        rf_library,
+        match=match_global_response_norm,
+    ),
     Family(
         "fast_adaptive_avg_pool",
         (),
