@@ -195,6 +195,27 @@ async def test_bad_pragma_edit_keeps_stale_hints(client):
     assert any(line == pragma and "colour" in message for line, _, message in _diagnostics(client, uri))
 
 
+async def test_target_hidden_by_a_broken_edit_follows_the_lines_inserted_above_it(client):
+    path = client.root / "moves.py"
+    original = "import torch.nn as nn\n\n\n# torchscan: input_shape=(4,)\ndef build_small():\n    return nn.Linear(4, 2)\n"
+    path.write_text(original)
+    uri = await analysed(client, client.status, path)
+    # one edit inserts two lines above everything, the first of them an unclosed bracket
+    edited = "SIZES = [1, 2,\n\n" + original
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+    await client.status.wait(uri, {"stale"}, since)
+    moved = _line_in(edited, "def build_small")
+    assert moved == _line_in(original, "def build_small") + 2
+    # Linear(4, 2): 10 parameters, 8 MACs, 16 FLOPs (as above), now on the moved line, stale
+    assert labels_by_line(await hints(client, uri)).get(moved) == ["10 params · 8 MACs · 16 FLOPs (stale)"]
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert {lens.range.start.line + 1 for lens in lenses} == {moved}
+
+
 def _line_in(text: str, marker: str) -> int:
     """The 1-based line of ``text`` holding ``marker`` (exactly once)."""
     (found,) = [n for n, line in enumerate(text.splitlines(), start=1) if marker in line]

@@ -293,6 +293,18 @@ def test_syntax_error_column_in_code_points():
     assert "unmatched ')'" in problem.message
 
 
+def test_syntax_error_column_comes_from_the_text_not_the_file_on_disk(tmp_path):
+    # An editor's unsaved buffer: three lines were inserted above, so the buffer's line 12 is not
+    # the file's line 12. The column must be that of "(" in the buffer's own line 12.
+    on_disk = tmp_path / "net.py"
+    on_disk.write_text("import torch\n" + "\n" * 10 + "x = 1\n", encoding="utf-8")
+    lines = ["import torch", "# a", "# b", "# c"] + [""] * 7 + ["flat = nn.Flatten(", ""]
+    buffer = "\n".join(lines)
+    (problem,) = find_targets(buffer, str(on_disk)).problems
+    assert "never closed" in problem.message
+    assert (problem.line, problem.column) == (12, lines[11].index("("))
+
+
 def test_non_literal_option():
     source = _src(
         """

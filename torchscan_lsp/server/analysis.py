@@ -10,11 +10,13 @@ worker process through the scheduler. Results land in the :class:`~.state.Store`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from torchscan_lsp.server.cache import ResultCache, job_key
+from torchscan_lsp.server.line_map import LineMap
 from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.scheduler import Scheduler
 from torchscan_lsp.server.settings import Settings
@@ -67,6 +69,16 @@ def _scan(text: str, path: str) -> tuple[list[Any], list[Any]]:
 
 def _is_error(problem: Any) -> bool:
     return str(getattr(problem, "severity", "error")).lower().endswith("error")
+
+
+def _follow(target: Any, moved: LineMap) -> Any:
+    """``target`` moved to where its lines went in the current text (unchanged when its ``def`` or
+    ``class`` line itself was edited: there is no better place for its last good results)."""
+    line = moved.to_current(target.line)
+    if line is None or line == target.line:
+        return target
+    annotation = moved.to_current(target.annotation_line)
+    return dataclasses.replace(target, line=line, annotation_line=annotation if annotation is not None else line)
 
 
 class Analyzer:
@@ -163,10 +175,12 @@ class Analyzer:
             # A broken edit keeps the targets it hid, so their last good hints stay (stale);
             # they are not analysed again until the edit is fixed.
             names = {t.name for t in targets}
-            kept = [t for t in document.targets if t.name not in names]
+            moved = LineMap(document.scanned_text.splitlines(), document.lines)
+            kept = [_follow(t, moved) for t in document.targets if t.name not in names]
             retained = {t.name for t in kept}
             targets += kept
         document.targets, document.problems, document.retained = targets, problems, retained
+        document.scanned_text = document.text
         states = self.store.sync_targets(document)
         for state in states:
             if state.key.name in retained:

@@ -51,6 +51,7 @@ class Document:
         targets: targets found in the last scan that parsed (kept across a syntax error).
         problems: problems of the latest scan (syntax errors, bad pragmas).
         retained: names of targets the latest scan lost to an error, kept with their last results.
+        scanned_text: the text of the latest scan, so that retained targets follow later edits.
     """
 
     path: str
@@ -61,6 +62,7 @@ class Document:
     targets: list[Any] = field(default_factory=list)
     problems: list[Any] = field(default_factory=list)
     retained: set[str] = field(default_factory=set)
+    scanned_text: str = ""
 
     @property
     def lines(self) -> list[str]:

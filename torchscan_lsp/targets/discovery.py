@@ -145,6 +145,9 @@ class _Lines:
 def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
     """Return the annotated targets of ``source`` and the problems of its annotations.
 
+    ``filename`` names the file ``source`` came from; parsing never reads that file, since an
+    editor's unsaved buffer differs from it.
+
     A syntax error gives a single problem at its line and no targets. A target whose annotation has
     an error (an unknown or non-literal option, a wrong type, a factory with required arguments) is
     left out of ``targets``; its problems name it.
@@ -152,7 +155,9 @@ def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
     scan = TargetScan()
     lines = _Lines(source)
     try:
-        tree = ast.parse(source, filename=filename, type_comments=False)
+        # Never the real path: for some errors CPython re-reads the offending line from that file to
+        # place the column, and an unsaved buffer's line N is not the file's line N.
+        tree = ast.parse(source, filename="<unknown>", type_comments=False)
     except SyntaxError as exc:
         scan.problems.append(_syntax_problem(exc, lines))
         return scan
