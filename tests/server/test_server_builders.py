@@ -34,7 +34,7 @@ from lsprotocol import types
 from torchscan_lsp.server.code_lens import build_code_lenses
 from torchscan_lsp.server.diagnostics import build_diagnostics
 from torchscan_lsp.server.hover import build_hover
-from torchscan_lsp.server.inlay_hints import build_inlay_hints, outermost
+from torchscan_lsp.server.inlay_hints import build_inlay_hints, module_label, outermost
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.settings import InlayHintSettings
@@ -202,6 +202,13 @@ def test_failure_diagnostic_at_raising_line_and_target():
     errors = sorted(d.range.start.line + 1 for d in found if d.severity == types.DiagnosticSeverity.Error)
     assert errors == [4, 13]
     assert all("RuntimeError: shape mismatch" in d.message for d in found)
+
+
+def test_a_line_that_built_modules_of_different_types_counts_modules_not_copies():
+    # conv (Conv2d(3, 8, 3): 224 params, 388,800 FLOPs) and heads.0 (Linear(8, 8): 72 params,
+    # 8·(2·8 − 1) + 8 = 128 FLOPs): 296 params, 388,928 FLOPs ≈ 389 kFLOPs, two different types
+    label, _ = module_label(ResultView(copy.deepcopy(RESULT)), ["conv", "heads.0"])
+    assert label == "2 modules · 296 params · 389 kFLOPs"
 
 
 def test_wrong_return_value_is_reported_on_the_target_without_a_raising_line():

@@ -49,13 +49,15 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     """Label and tooltip of a definition line that built the modules at ``paths``.
 
     The label is ``"<params> · <FLOPs>"`` summed over every instance, prefixed ``"×n · "`` when the
-    line built ``n`` > 1 instances (a loop or comprehension).
+    line built ``n`` > 1 instances of one type (a loop or comprehension), or ``"n modules · "`` when
+    they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
     label = labels.SEPARATOR.join([labels.params(summary["parameters"]), labels.metric(summary["module_flops"], "FLOPs")])
     types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
     if len(paths) > 1:
-        label = f"×{len(paths)}{labels.SEPARATOR}{label}"
+        count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
+        label = f"{count}{labels.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
