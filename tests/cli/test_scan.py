@@ -403,6 +403,10 @@ def test_the_timeout_flag_and_a_workspace_default(workspace, capsys):
     """})
     code, _, err = scan(capsys, "net.py", "--timeout", "1")
     assert code == 1 and "analysis stopped after 1 s (raise --timeout" in err
+    # the JSON report gives the same advice: a terminal user has no editor setting to raise
+    code, out, _ = scan(capsys, "net.py", "--timeout", "1", "--format", "json")
+    (entry,) = json.loads(out)
+    assert "raise --timeout" in entry["error"]["message"] and "torchscan.timeoutSeconds" not in entry["error"]["message"]
     (workspace / "pyproject.toml").write_text("[tool.torchscan-lsp]\ntimeout = 2\n", encoding="utf-8")
     code, _, err = scan(capsys, "net.py")
     assert code == 1 and "analysis stopped after 2 s" in err

@@ -252,9 +252,10 @@ def _scan(args: argparse.Namespace, out: _Output, stdout: TextIO) -> int:
 
     def show(path: Path, target: Target, result: dict[str, Any]) -> None:
         shown = _display(path)
+        result = cli_messages(result, limits.flags)
         results.append({"file": shown, **result})
         if not result.get("ok"):
-            _report_failure(out, root, shown, target, cli_messages(result, limits.flags))
+            _report_failure(out, root, shown, target, result)
         elif args.format == "table":
             _print_table(stdout, shown, target, result)
             stdout.flush()
