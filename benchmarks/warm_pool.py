@@ -32,54 +32,13 @@ from lsprotocol import types
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_latency import Session, percentile  # noqa: E402 - a sibling script, not a package
 
-RESNET18 = '''
-import torch.nn as nn
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, inplanes, planes, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.downsample = None
-        if stride != 1 or inplanes != planes:
-            self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
-
-    def forward(self, x):
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
-
-
-class ResNet18(nn.Module):
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layer1 = nn.Sequential(BasicBlock(64, 64), BasicBlock(64, 64))
-        self.layer2 = nn.Sequential(BasicBlock(64, 128, 2), BasicBlock(128, 128))
-        self.layer3 = nn.Sequential(BasicBlock(128, 256, 2), BasicBlock(256, 256))
-        self.layer4 = nn.Sequential(BasicBlock(256, 512, 2), BasicBlock(512, 512))
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.flatten = nn.Flatten()
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(self.flatten(self.avgpool(x)))
-
+# The model file of the benchmark's workspace: the shared ResNet definitions and a target.
+RESNET18 = (Path(__file__).resolve().parent / "resnets.py").read_text(encoding="utf-8") + """
 
 # torchscan: input_shape=(3, 224, 224)
 def build_resnet18():
-    return ResNet18()
-'''
+    return resnet18()
+"""
 
 
 def tree_rss_bytes(pid: int) -> int:
