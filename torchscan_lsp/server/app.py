@@ -59,7 +59,8 @@ class TorchscanServer(LanguageServer):
         pull_diagnostics: the client pulls diagnostics (and can be asked to refresh them); when
             false, diagnostics are pushed with ``textDocument/publishDiagnostics``.
         settings_ready: set once settings were pulled (or could not be).
-        client_name: the name the client gave in ``initialize`` (``clientInfo.name``), or ``None``.
+        client_name: the editor's name: ``initializationOptions.editor`` (``"vscode"`` from the VS Code
+            extension), else ``clientInfo.name`` from ``initialize``, else ``None``.
     """
 
     def __init__(self) -> None:
@@ -196,7 +197,10 @@ def create_server() -> TorchscanServer:
     def initialize(ls: TorchscanServer, params: types.InitializeParams) -> None:
         options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
         ls.analyzer.trusted = bool(options.get("trusted", False))
-        ls.client_name = params.client_info.name if params.client_info is not None else None
+        # the VS Code extension names its editor: VS Code's own name varies (code-server, VSCodium…)
+        editor = options.get("editor")
+        ls.client_name = editor if isinstance(editor, str) else (
+            params.client_info.name if params.client_info is not None else None)
         if isinstance(options.get("settings"), dict):
             ls.client_settings = options["settings"]
         ls.pull_diagnostics = client_pulls_diagnostics(params.capabilities)
@@ -230,10 +234,23 @@ def create_server() -> TorchscanServer:
     return server
 
 
+class LateCancelFilter(logging.Filter):
+    """Drops pygls's warning about a ``$/cancelRequest`` for a request already answered.
+
+    A client cancels requests it no longer needs (VS Code does so for inlay hints, code lenses
+    and hovers as the view moves); when the answer went out first, the cancellation finds no
+    request, which the protocol allows and which is no fault of the server or the client.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Cancel notification for unknown message id")
+
+
 def main(transport: str = "stdio", port: int | None = None) -> int:
     """Run the server over stdio or TCP (``127.0.0.1:port``); logs go to stderr."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(LateCancelFilter())
     server = create_server()
     if transport == "tcp":
         server.start_tcp("127.0.0.1", port or 2087)

@@ -1,5 +1,6 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency" and "Measure memory". Command names and arguments are those of docs/architecture.md."""
+"Measure latency" and "Measure memory". Command names and arguments are those of docs/architecture.md.
+A target of an untrusted workspace gets the summary alone: the other lenses would run its code."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ def model_latency(state: TargetState) -> dict | None:
     return None
 
 
+def model_memory(state: TargetState) -> dict | None:
+    """The last "Measure memory" result (``docs/measurement.md``: ``delta_bytes`` is the peak above
+    the baseline), or ``None`` without one."""
+    memory = state.measurements.get("memory")
+    return memory if isinstance(memory, dict) and isinstance(memory.get("delta_bytes"), int) else None
+
+
 def summary_title(state: TargetState) -> str:
     """The summary lens text: totals, or what the target is waiting for or why it failed."""
     if state.untrusted:
@@ -40,6 +48,9 @@ def summary_title(state: TargetState) -> str:
     latency = model_latency(state)
     if latency is not None:
         title += labels.SEPARATOR + labels.latency(latency)
+    memory = model_memory(state)
+    if memory is not None:
+        title += labels.SEPARATOR + f"peak memory +{labels.byte_size(memory['delta_bytes'])}"
     if state.running:
         return title + " (updating…)"
     if state.error is not None or state.stale:
@@ -54,9 +65,9 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
         range_ = lines.statement(state.line)
         args = [uri, state.key.name]
         summary_command = SHOW_REPORT if state.view is not None else REANALYZE
-        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYZE),
-                               ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY),
-                               ("Measure memory", MEASURE_MEMORY)):
+        actions = () if state.untrusted else (("Re-analyse", REANALYZE), ("Show report", SHOW_REPORT),
+                                              ("Measure latency", MEASURE_LATENCY), ("Measure memory", MEASURE_MEMORY))
+        for title, command in ((summary_title(state), summary_command), *actions):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses
 

@@ -111,8 +111,10 @@ def register(server) -> None:
                 _message(ls, f"torchscan: could not render HTML ({message}); showing the JSON report", types.MessageType.Info)
         show = ls.client_capabilities.window
         if show is not None and show.show_document is not None and show.show_document.support:
-            await ls.window_show_document_async(types.ShowDocumentParams(
+            answer = await ls.window_show_document_async(types.ShowDocumentParams(
                 uri=from_fs_path(str(shown)), external=shown.suffix == ".html", take_focus=True))
+            if answer is not None and not answer.success:  # a browser that refused says nothing itself
+                _message(ls, f"torchscan: the editor could not open the report; it is at {shown}", types.MessageType.Info)
         return str(shown)
 
     @server.command(MEASURE_LATENCY)
