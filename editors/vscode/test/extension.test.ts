@@ -59,12 +59,13 @@ afterEach(async () => {
   vi.mocked(vscode.commands.registerCommand).mockClear();
 });
 
-test('registers the five palette commands', async () => {
+test('registers the six palette commands', async () => {
   useWorkspace({ trusted: true });
   await activated();
   const ids = vi.mocked(vscode.commands.registerCommand).mock.calls.map((call) => call[0]);
   expect(ids.sort()).toEqual([
     'torchscan-lsp.measureLatency',
+    'torchscan-lsp.measureMemory',
     'torchscan-lsp.reanalyze',
     'torchscan-lsp.restart',
     'torchscan-lsp.showLog',
@@ -76,12 +77,12 @@ test('an untrusted workspace says why nothing runs, and granting trust restarts 
   useWorkspace({ trusted: false });
   const { grant } = await activated();
   expect(vscode.window.showInformationMessage).toHaveBeenCalledWith(UNTRUSTED_EXPLANATION, 'Manage workspace trust');
-  expect(clients.created.map((client) => client.clientOptions.initializationOptions)).toEqual([{ trusted: false }]);
+  expect(clients.created.map((client) => client.clientOptions.initializationOptions)).toEqual([{ trusted: false, editor: 'vscode' }]);
 
   (vscode.workspace as { isTrusted: boolean }).isTrusted = true;
   grant()();
   await vi.waitFor(() => expect(clients.created).toHaveLength(2));
-  expect(clients.created[1].clientOptions.initializationOptions).toEqual({ trusted: true });
+  expect(clients.created[1].clientOptions.initializationOptions).toEqual({ trusted: true, editor: 'vscode' });
 });
 
 test('a settings change restarts the server and reports a wrongly typed value', async () => {
