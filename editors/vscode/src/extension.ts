@@ -52,7 +52,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(SECTION)) {
         reportSettingProblems(log);
-        void current.restart();
+        void current.restartForSettings();
       }
     }),
   );

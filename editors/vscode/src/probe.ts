@@ -83,12 +83,12 @@ export function describeProbeFailure(
     case 'no-interpreter':
       return (
         `torchscan-lsp: no Python interpreter found at "${command}"${because}. ` +
-        `Set "torchscan.python" ${place} to a Python 3.11+ interpreter, or select one with "Python: Select Interpreter".`
+        `Set "torchscan.python" to a Python 3.11+ interpreter, ${place}, or select one with "Python: Select Interpreter".`
       );
     case 'no-package':
       return (
         `torchscan-lsp: the package is not installed in ${command}${because}. ` +
-        `Install it with "${installCommand(command)}", or set "torchscan.python" ${place} to an environment that has it.`
+        `Install it with "${installCommand(command)}", or point "torchscan.python" at an environment that has it, ${place}.`
       );
     case 'broken':
       return (

@@ -18,7 +18,7 @@ import { selectInterpreter } from './interpreter';
 import { serverLaunch, STATUS_NOTIFICATION } from './launch';
 import { describeProbeFailure, installCommand, probeInterpreter } from './probe';
 import { PythonEnvironmentsApi } from './pythonExtension';
-import { configurationItem, SECTION } from './settings';
+import { configurationItem, readServerSettings, SECTION } from './settings';
 import { OPEN_REMOTE_SETTINGS, settingOrigin } from './settingsPlace';
 import { StatusBar, StatusParams } from './status';
 import { ReportPanels } from './reportView';
@@ -51,6 +51,8 @@ interface ExitRecord {
 export class ServerSession implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private child: ChildProcess | undefined;
+  /** The settings of the last start (see restartForSettings). */
+  private startedWith: string | undefined;
   private queue: Promise<void> = Promise.resolve();
   private crashes = 0;
 
@@ -71,9 +73,25 @@ export class ServerSession implements vscode.Disposable {
     return this.enqueue(() => this.doStart());
   }
 
-  /** Stops and starts the server, e.g. after a settings, interpreter or trust change. */
+  /** Stops and starts the server, e.g. after an interpreter or trust change. */
   restart(): Promise<void> {
     return this.enqueue(async () => {
+      await this.doStop();
+      this.crashes = 0;
+      await this.doStart();
+    });
+  }
+
+  /**
+   * Restarts after a `torchscan` settings event, unless the settings the server would get are
+   * those it started with: VS Code also fires the event when nothing the server reads changed
+   * (granting trust does, right after the trust restart).
+   */
+  restartForSettings(): Promise<void> {
+    return this.enqueue(async () => {
+      if (this.startedWith !== undefined && settingsKey() === this.startedWith) {
+        return;
+      }
       await this.doStop();
       this.crashes = 0;
       await this.doStart();
@@ -96,6 +114,7 @@ export class ServerSession implements vscode.Disposable {
 
   private async doStart(): Promise<void> {
     this.status.clear();
+    this.startedWith = settingsKey();
     const resource = vscode.window.activeTextEditor?.document.uri;
     const interpreter = await selectInterpreter(await this.pythonApi(), resource);
     for (const reason of interpreter.skipped) {
@@ -284,6 +303,12 @@ export class ServerSession implements vscode.Disposable {
       }
     });
   }
+}
+
+/** The settings the server gets and the trust state, as one comparable string. */
+function settingsKey(): string {
+  const resource = vscode.window.activeTextEditor?.document.uri;
+  return JSON.stringify([vscode.workspace.isTrusted, readServerSettings(resource).settings]);
 }
 
 /**

@@ -90,7 +90,7 @@ test('a settings change restarts the server and reports a wrongly typed value', 
   const { change } = await activated();
   expect(clients.created).toHaveLength(1);
 
-  useWorkspace({ trusted: true, settings: { 'torchscan.maxWorkers': 'two' } });
+  useWorkspace({ trusted: true, settings: { 'torchscan.maxWorkers': 'two', 'torchscan.device': 'cuda' } });
   change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
   await vi.waitFor(() => expect(clients.created).toHaveLength(2));
   const [warning] = vi.mocked(vscode.window.showWarningMessage).mock.calls[0] as unknown as string[];
@@ -99,4 +99,18 @@ test('a settings change restarts the server and reports a wrongly typed value', 
   change()({ affectsConfiguration: (section: string) => section === 'editor' });
   await settle();
   expect(clients.created).toHaveLength(2);
+});
+
+test('a settings event that changes nothing the server gets does not restart it', async () => {
+  // VS Code fires one right after trust is granted, which has restarted the server already
+  useWorkspace({ trusted: true, settings: { 'torchscan.device': 'cuda' } });
+  const { change } = await activated();
+  change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
+  await settle();
+  expect(clients.created).toHaveLength(1);
+  // an invalid value stands for its default: still nothing new for the server
+  useWorkspace({ trusted: true, settings: { 'torchscan.device': 'cuda', 'torchscan.maxWorkers': 'two' } });
+  change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
+  await settle();
+  expect(clients.created).toHaveLength(1);
 });

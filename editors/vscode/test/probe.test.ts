@@ -53,7 +53,7 @@ describe('messages name the problem and the fix', () => {
   test('a local window names the User and workspace settings', () => {
     const text = describeProbeFailure('python3', { ok: false, problem: 'no-package', detail: '' }, { source: 'path', remoteName: undefined });
     expect(text).toContain('the package is not installed in python3 (found on the PATH: "torchscan.python" is not set)');
-    expect(text).toContain('set "torchscan.python" in your User or workspace settings to an environment that has it');
+    expect(text).toContain('or point "torchscan.python" at an environment that has it, in your User or workspace settings.');
   });
 
   test('a remote window says that local User settings do not count there, and where the setting must go', () => {
@@ -71,7 +71,7 @@ describe('messages name the problem and the fix', () => {
       { source: 'python-extension', remoteName: 'wsl' },
     );
     expect(missing).toContain("(the Python extension's active environment: \"torchscan.python\" is not set for this remote window (wsl)");
-    expect(missing).toContain('Set "torchscan.python" in the Remote settings of wsl');
+    expect(missing).toContain('Set "torchscan.python" to a Python 3.11+ interpreter, in the Remote settings of wsl');
   });
 
   test('the log names where the interpreter setting in effect was set, the innermost first', () => {
