@@ -17,24 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from editor_workspace import BROKEN, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
+from editor_workspace import BROKEN, CLASS_MODEL, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
 from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY
 from vscode_real_session import SCREENSHOTS, run_session
 
-# The class itself is the target, so the totals stand on the class line.
-MODEL = """\
-import torch.nn as nn
-
-
-# torchscan: input_shape=(3, 32, 32)
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
-
-    def forward(self, x):
-        return self.conv(x)
-"""
+MODEL = CLASS_MODEL
 CLASS_LINE = line_of(MODEL, "class Net")
 CONV_LINE = line_of(MODEL, "self.conv = nn.Conv2d")
 CALL_LINE = line_of(MODEL, "return self.conv(x)")
