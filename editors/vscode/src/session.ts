@@ -75,11 +75,7 @@ export class ServerSession implements vscode.Disposable {
 
   /** Stops and starts the server, e.g. after an interpreter or trust change. */
   restart(): Promise<void> {
-    return this.enqueue(async () => {
-      await this.doStop();
-      this.crashes = 0;
-      await this.doStart();
-    });
+    return this.enqueue(() => this.doRestart());
   }
 
   /**
@@ -89,12 +85,9 @@ export class ServerSession implements vscode.Disposable {
    */
   restartForSettings(): Promise<void> {
     return this.enqueue(async () => {
-      if (this.startedWith !== undefined && settingsKey() === this.startedWith) {
-        return;
+      if (this.startedWith === undefined || settingsKey() !== this.startedWith) {
+        await this.doRestart();
       }
-      await this.doStop();
-      this.crashes = 0;
-      await this.doStart();
     });
   }
 
@@ -110,6 +103,12 @@ export class ServerSession implements vscode.Disposable {
     // Starts and stops run one at a time: two overlapping restarts would start two servers.
     this.queue = this.queue.then(step, step);
     return this.queue;
+  }
+
+  private async doRestart(): Promise<void> {
+    await this.doStop();
+    this.crashes = 0;
+    await this.doStart();
   }
 
   private async doStart(): Promise<void> {
