@@ -19,7 +19,7 @@ import pytest
 
 from editor_workspace import BROKEN, CLASS_MODEL, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
 from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY
-from vscode_real_session import SCREENSHOTS, run_session
+from vscode_real_session import SCREENSHOTS, SUMMARY, run_session
 
 MODEL = CLASS_MODEL
 CLASS_LINE = line_of(MODEL, "class Net")
@@ -43,11 +43,10 @@ def session(tmp_path_factory, request) -> dict:
         "expected": {"totals": LABELS.totals,
                      "hints": {CLASS_LINE: LABELS.totals, CONV_LINE: LABELS.module, CALL_LINE: LABELS.shape}}})
     steps = ran["results"]["steps"]
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        timings = ", ".join(f"{step['name']} {step['seconds']:.1f}" for step in steps)
-        reporter.write_line(f"\nreal VS Code (code-server): {len(steps)} steps in {ran['seconds']:.0f} s "
-                            f"(seconds per step: {timings}); screenshots in {SCREENSHOTS}")
+    timings = ", ".join(f"{step['name']} {step['seconds']:.1f}" for step in steps)
+    # printed at the end of the run (conftest.py), where pytest's capture does not swallow it
+    request.config.stash[SUMMARY] = (f"real VS Code (code-server): {len(steps)} steps in {ran['seconds']:.0f} s "
+                                     f"(seconds per step: {timings}); screenshots in {SCREENSHOTS}")
     ran["steps"] = {step["name"]: step for step in steps}
     return ran
 

@@ -35,6 +35,8 @@ EXTENSION = REPO / "editors" / "vscode"
 VSIX = EXTENSION / "dist" / "torchscan-lsp.vsix"
 SCREENSHOTS = REPO / "build" / "vscode-real"
 MARKER = "TORCHSCAN_VSCODE_REAL_RUN"
+SUMMARY = pytest.StashKey[str]()
+"""The session's one-line account (steps, seconds, where the screenshots are), for the summary."""
 
 START_TIMEOUT_S = 60
 DRIVER_TIMEOUT_S = 420
