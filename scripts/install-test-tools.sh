@@ -4,7 +4,7 @@
 # editor and HTML tests; and, for the real-client VS Code test, code-server (VS Code's own server
 # and web build) with the node 24 it needs, plus puppeteer-core to drive Chromium. Safe to run
 # again: each step is skipped when already done. The real-client tools go to .tools/vscode-real
-# (ignored by git; about 650 MB, 1-3 minutes the first time).
+# (ignored by git; about 800 MB, 2-5 minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
