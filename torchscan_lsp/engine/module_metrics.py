@@ -15,11 +15,13 @@ import warnings
 import weakref
 from typing import Any
 
+import torch
 from torch import nn
 
 from torchscan_lsp.engine.inputs import first_tensor
 from torchscan_lsp.engine.recorder import Target
 from torchscan_lsp.engine.report import METHOD_MODULE_FORMULA, Diagnostic, make_diagnostic, metric_result
+from torchscan_lsp.engine.tensor_shapes import irregular_reason, regular_shape
 
 __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
 
@@ -29,6 +31,10 @@ FORMULA_METRICS = (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
 _UNSUPPORTED = "Module type not supported"
 _MISSING_TENSOR = "The module call did not expose both an input and output tensor."
+_IRREGULAR = (
+    "The module call's {} is {}, and module formulas need one: its module metrics are unavailable "
+    "(operator_flops reports the operators it ran)."
+)
 _MISSING = object()
 _WHOLE_OUTPUT = (nn.MultiheadAttention, nn.RNNBase)
 
@@ -233,6 +239,11 @@ def evaluate_call(
     y = first_tensor(output)
     if x is None or y is None:
         _mark_unavailable(record, diagnostics, "missing_metric_tensor", _MISSING_TENSOR, path)
+        return
+    irregular = next((t for t in (x, y) if isinstance(t, torch.Tensor) and regular_shape(t) is None), None)
+    if irregular is not None:
+        side = "input" if irregular is x else "output"
+        _mark_unavailable(record, diagnostics, "irregular_tensor", _IRREGULAR.format(side, irregular_reason(irregular)), path)
         return
     flops_fn, macs_fn, dmas_fn, rf_fn = _formulas()
     # attention and recurrent formulas read the whole output (attention weights, hidden states)
