@@ -13,7 +13,14 @@ from torchscan_lsp.engine import module_metrics
 from torchscan_lsp.engine.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 
-FCM = "torch.utils.flop_counter.FlopCounterMode"
+FCM = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
+#: context["formulas"] of a report counted with this package's formulas only
+FORMULAS = {
+    "engine": "torchscan-lsp operator formulas",
+    "version": package_version(),
+    "replaces_pytorch": ["aten.convolution_backward"],
+    "custom": [],
+}
 FORMULA = "torchscan_module_formula"
 
 
@@ -114,7 +121,7 @@ def test_conv2d_worked_example():
     operator_total = metric("complete", 388800, "FLOPs", "workload", FCM)
     assert report["operator_flops"] == {
         "schema_version": 1,
-        "context": {"torch_version": str(torch.__version__), "method": FCM},
+        "context": {"torch_version": str(torch.__version__), "method": FCM, "formulas": FORMULAS},
         "total": operator_total,
         "by_module": {"Conv2d": 388800},
         "by_operator": {"aten.convolution": 388800},

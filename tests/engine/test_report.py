@@ -29,7 +29,7 @@ def test_schema_version_and_vocabulary():
         "pytorch_hook",
         "torchscan_module_formula",
         "pytorch",
-        "torch.utils.flop_counter.FlopCounterMode",
+        "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas",
         "not_requested",
     }
 
