@@ -131,6 +131,15 @@ def test_incomplete_error_lists_not_requested_totals_too():
     assert str(IncompleteAnalysisError(_report(totals, []))) == "Analysis is incomplete for: macs."
 
 
+def test_incomplete_error_leaves_out_metrics_that_do_not_apply():
+    # spec A.12: a receptive field of attention is not applicable, not missing
+    diagnostics = [
+        make_diagnostic("metric_not_applicable", "receptive_field", "Receptive field is not defined for X", path="0"),
+        make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin"),
+    ]
+    assert str(IncompleteAnalysisError(_report({}, diagnostics))) == "Analysis is incomplete for: flops."
+
+
 def test_incomplete_error_without_names():
     assert str(IncompleteAnalysisError(_report({}, []))) == "Analysis is incomplete for: unknown metrics."
 

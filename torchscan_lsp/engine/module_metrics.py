@@ -20,7 +20,13 @@ from torch import nn
 
 from torchscan_lsp.engine.inputs import first_tensor
 from torchscan_lsp.engine.recorder import Target
-from torchscan_lsp.engine.report import METHOD_MODULE_FORMULA, Diagnostic, make_diagnostic, metric_result
+from torchscan_lsp.engine.report import (
+    DIAGNOSTIC_NOT_APPLICABLE,
+    METHOD_MODULE_FORMULA,
+    Diagnostic,
+    make_diagnostic,
+    metric_result,
+)
 from torchscan_lsp.engine.tensor_shapes import irregular_reason, regular_shape
 
 __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
@@ -131,6 +137,12 @@ def ordered_inputs(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> tu
 
 
 _FORMULAS: tuple[Any, Any, Any, Any] | None = None
+
+
+def _not_applicable() -> type:
+    from torchscan_lsp.engine.formulas._common import NotApplicableWarning
+
+    return NotApplicableWarning
 
 
 def _formulas() -> tuple[Any, Any, Any, Any]:
@@ -292,10 +304,12 @@ def evaluate_call(
             )
             return
         texts = [str(w.message) for w in caught[start:]]
+        not_applicable = all(issubclass(w.category, _not_applicable()) for w in caught[start:])
     if texts:
         for name in RF_METRICS:
             metrics[name] = _unavailable("elements")
-        diagnostics.append(make_diagnostic("unsupported_module_metric", "receptive_field", "; ".join(texts), path=path))
+        code = DIAGNOSTIC_NOT_APPLICABLE if not_applicable else "unsupported_module_metric"
+        diagnostics.append(make_diagnostic(code, "receptive_field", "; ".join(texts), path=path))
         return
     for name, value in zip(RF_METRICS, rf):
         metrics[name] = _complete(_plain(value), "elements")

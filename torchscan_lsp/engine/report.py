@@ -30,6 +30,8 @@ __all__ = [
     "METHOD_FLOP_COUNTER",
     "METHOD_NOT_REQUESTED",
     "EXECUTION_MODE",
+    "DIAGNOSTIC_NOT_APPLICABLE",
+    "incomplete_diagnostics",
     "PACKAGE",
     "MetricResult",
     "Diagnostic",
@@ -69,6 +71,11 @@ METHOD_NOT_REQUESTED = "not_requested"
 METHODS = (METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_NOT_REQUESTED)
 
 SEVERITIES = ("warning", "error")
+
+#: The code of a diagnostic that says a metric does not apply to a module (a spatial receptive field
+#: for attention, recurrent layers, EmbeddingBag): the metric is unavailable, and nothing is missing,
+#: so strict mode does not count it as incomplete (spec A.12).
+DIAGNOSTIC_NOT_APPLICABLE = "metric_not_applicable"
 
 #: The only execution mode of ``crawl_module``: evaluation mode with gradients disabled.
 EXECUTION_MODE = "evaluation_no_grad"
@@ -191,15 +198,22 @@ def make_diagnostic(
     return diag  # type: ignore[return-value]
 
 
+def incomplete_diagnostics(report: dict[str, Any]) -> list[Diagnostic]:
+    """The report's diagnostics that say something is missing: all but the not-applicable ones."""
+    return [
+        diag
+        for diag in report.get("diagnostics") or ()
+        if isinstance(diag, dict) and diag.get("code") != DIAGNOSTIC_NOT_APPLICABLE
+    ]
+
+
 def _incomplete_names(report: dict[str, Any]) -> list[str]:
     names = {
         name
         for name, metric in (report.get("totals") or {}).items()
         if isinstance(metric, dict) and metric.get("status") != STATUS_COMPLETE
     }
-    names.update(
-        diag["metric"] for diag in report.get("diagnostics") or () if isinstance(diag, dict) and "metric" in diag
-    )
+    names.update(diag["metric"] for diag in incomplete_diagnostics(report) if "metric" in diag)
     return sorted(names)
 
 
