@@ -200,7 +200,8 @@ def _generated(module: torch.nn.Module, input_shape: Any, dtype: Any, device: An
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DEVICE_NAMES: dict[torch.device, str] = {}
 _STRIDED = torch.strided
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+_QUANTIZED = frozenset((torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4))
 
 
 def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
@@ -210,13 +211,14 @@ def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
     plain dense one also carries the keys of :func:`~torchscan_lsp.engine.tensor_shapes.tensor_extras`
     (``layout``, ``components``, ``component_shapes``, ``qscheme``, ``subclass``). Never raises.
     """
-    plain = not value.is_nested and value.layout is _STRIDED and not value.is_quantized
+    plain = type(value) in _PLAIN_TENSORS and value.layout is _STRIDED
+    shape: list[int] | None = None
     if plain:
         try:
-            shape: list[int] | None = list(value.shape)
-        except Exception:  # noqa: BLE001 - a subclass may refuse its sizes
-            plain, shape = False, None
-    else:
+            shape = list(value.shape)
+        except RuntimeError:  # a strided nested tensor has no single shape
+            plain = False
+    if not plain:
         regular = regular_shape(value)
         shape = None if regular is None else list(regular)
     dtype, device = value.dtype, value.device
@@ -233,7 +235,7 @@ def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
         "device": device_name,
         "requires_grad": value.requires_grad,
     }
-    if not plain or type(value) not in _PLAIN_TENSORS:
+    if not plain or dtype in _QUANTIZED:
         meta.update(tensor_extras(value))
     return meta
 
