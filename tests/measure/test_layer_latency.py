@@ -12,6 +12,8 @@ from torch.nn.modules import module as module_globals
 
 from torchscan_lsp.engine.layer_latency import measure_layer_latency
 
+#: diagnostics that depend on how noisy the machine was, not on the model
+TIMING_FLAGS = {"layer_latency_unstable", "layer_latency_sum_mismatch"}
 FAST = {"warmup": 0, "min_run_time": 0.002, "min_repeats": 5, "min_block_time": 1e-4, "include_model": False}
 
 
@@ -60,7 +62,7 @@ def test_leaf_calls_in_call_order_with_call_indexes():
     assert report["totals"]["model_latency"]["status"] == "unavailable"
     assert report["totals"]["model_latency"]["method"] == "not_requested"
     # a noisy machine may flag a call unstable (its spread, not a threshold of ours on time); nothing else
-    assert {d["code"] for d in report["diagnostics"]} <= {"layer_latency_unstable"}
+    assert {d["code"] for d in report["diagnostics"]} <= TIMING_FLAGS
 
 
 def test_model_latency_is_reported_beside_the_sum():
@@ -231,7 +233,7 @@ def test_fused_container_is_replayed_whole():
     assert _keys(report) == [("0", 0), ("1", 0)]
     assert report["layers"][1]["unit"] == "container"
     assert report["layers"][1]["metrics"]["latency"]["status"] == "complete"
-    assert [d["code"] for d in report["diagnostics"]] == ["container_replayed_whole"]
+    assert [d["code"] for d in report["diagnostics"] if d["code"] not in TIMING_FLAGS] == ["container_replayed_whole"]
 
 
 def test_meta_models_are_unavailable_with_a_reason():

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import copy
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from torchscan_lsp.engine.inputs import value_meta
 
-__all__ = ["CaptureError", "CapturedCall", "CallCapture", "capture_calls", "copy_tree", "stateful_reason"]
+__all__ = [
+    "CaptureError", "CallInfo", "CapturedCall", "CallCapture", "call_infos", "capture_calls", "copy_tree",
+    "stateful_reason",
+]
 
 _IMMUTABLE = (
     type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), enum.Enum,
@@ -95,8 +98,24 @@ def _rng_states(device_name: str) -> list[torch.Tensor]:
     return states
 
 
-def _is_metric_leaf(module: nn.Module) -> bool:
-    return next(module.children(), None) is None or isinstance(module, nn.MultiheadAttention)
+class CallInfo(NamedTuple):
+    """What the capture knows of a module before it is called: its path, class name, and whether it
+    is a metric leaf (a replay unit whenever it is called)."""
+
+    path: str
+    type: str
+    leaf: bool
+
+
+def call_infos(model: nn.Module) -> dict[int, CallInfo]:
+    """``id(module) -> CallInfo`` for every module of ``model`` (a shared module under its first
+    path). A metric leaf is a module without children, or a ``MultiheadAttention``."""
+    infos: dict[int, CallInfo] = {}
+    for path, module in model.named_modules():
+        if id(module) not in infos:
+            leaf = next(module.children(), None) is None or isinstance(module, nn.MultiheadAttention)
+            infos[id(module)] = CallInfo(path, type(module).__name__, leaf)
+    return infos
 
 
 def stateful_reason(module: nn.Module) -> str | None:
@@ -122,10 +141,10 @@ class CapturedCall:
         "versions", "attributes", "rng", "child_calls", "input_meta", "reason",
     )  # fmt: skip
 
-    def __init__(self, seq: int, path: str, call_index: int, module: nn.Module) -> None:
-        self.seq, self.path, self.call_index, self.module = seq, path, call_index, module
-        self.type = type(module).__name__
-        self.leaf = _is_metric_leaf(module)
+    def __init__(self, seq: int, info: CallInfo, call_index: int, module: nn.Module) -> None:
+        self.seq, self.path, self.call_index, self.module = seq, info.path, call_index, module
+        self.type = info.type
+        self.leaf = info.leaf
         self.args: Any = None
         self.kwargs: Any = None
         self.capture_error: str | None = None
@@ -142,9 +161,7 @@ class CallCapture:
     in call order (see the module docstring)."""
 
     def __init__(self, model: nn.Module, device_name: str) -> None:
-        self.paths: dict[int, str] = {}
-        for name, module in model.named_modules():
-            self.paths.setdefault(id(module), name)
+        self.infos = call_infos(model)
         self.device_name = device_name
         self.counts: dict[int, int] = {}
         self.stack: list[CapturedCall] = []
@@ -153,14 +170,14 @@ class CallCapture:
 
     def call_started(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         """A call of ``module`` starts: copy its positional inputs, snapshot its state."""
-        path = self.paths.get(id(module))
-        if path is None:
+        info = self.infos.get(id(module))
+        if info is None:
             return
         call_index = self.counts.get(id(module), 0)
         self.counts[id(module)] = call_index + 1
         if self.stack:
             self.stack[-1].child_calls += 1
-        call = CapturedCall(self.seq, path, call_index, module)
+        call = CapturedCall(self.seq, info, call_index, module)
         self.seq += 1
         try:
             call.args = copy_tree(tuple(args))
@@ -174,7 +191,7 @@ class CallCapture:
 
     def call_ended(self, module: nn.Module, kwargs: dict[str, Any], output: Any) -> None:
         """A call of ``module`` returned: copy its keyword inputs, and see what it changed."""
-        if id(module) not in self.paths:
+        if id(module) not in self.infos:
             return
         index = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i].module is module), None)
         if index is None:
