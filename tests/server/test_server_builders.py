@@ -312,7 +312,7 @@ def test_target_hover_shows_measured_memory():
     memory = {"device": "cpu", "metric": "rss", "baseline_bytes": 1024, "peak_bytes": 1024 + 3 * 1024 * 1024,
               "delta_bytes": 3 * 1024 * 1024}
     card = build_hover("net.py", 4, [_state(measurements={"memory": memory})])
-    assert "Peak memory: 3.0 MiB above the baseline (peak 3.0 MiB, rss on cpu)" in card
+    assert "Peak memory: 3.00 MiB above the baseline (peak 3.00 MiB, rss on cpu)" in card
 
 
 def test_receptive_field_notes_are_information_not_warnings():

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
+from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.server.cache import ResultCache, job_key
 from torchscan_lsp.server.line_map import LineMap
 from torchscan_lsp.server.results import ResultView
@@ -298,7 +299,7 @@ class Analyzer:
             raise
         except Exception as error:  # the client maps worker failures; this is a bug in ours
             log.exception("worker job failed")
-            result = worker_client.failure(job, "crash", f"the worker client failed: {error}")
+            result = failure(job["target"], "crash", f"the worker client failed: {error}")
         if not self.scheduler.is_current(state.key, task):
             return
         state.running = False

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.state import TargetState
@@ -21,7 +23,7 @@ def model_latency(state: TargetState) -> dict | None:
     for kind, name in (("latency", "latency"), ("layer_latency", "model_latency")):
         report = state.measurements.get(kind)
         metric = report.get("totals", {}).get(name) if isinstance(report, dict) else None
-        if labels.metric_value(metric) is not None:
+        if metric_value(metric) is not None:
             return metric
     return None
 
@@ -39,7 +41,7 @@ def summary_title(state: TargetState) -> str:
     title = labels.totals_label(state.view.totals)
     latency = model_latency(state)
     if latency is not None:
-        title += labels.SEPARATOR + labels.latency(latency)
+        title += fmt.SEPARATOR + fmt.metric_text(latency, "seconds")
     if state.running:
         return title + " (updating…)"
     if state.error is not None or state.stale:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.metrics import aggregate
+from torchscan_lsp.contract.report import in_subtree
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView, aggregate
+from torchscan_lsp.server.results import ResultView
 from torchscan_lsp.server.settings import InlayHintSettings
 from torchscan_lsp.server.state import TargetState
 
@@ -41,7 +44,7 @@ def totals_tooltip(view: ResultView) -> str:
                        ("macs", "MACs"), ("dmas", "DMAs")):
         metric = view.totals.get(name)
         if metric:
-            rows.append(f"- {name}: {labels.metric(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
+            rows.append(f"- {name}: {fmt.metric_text(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
     return "\n".join(rows)
 
 
@@ -53,16 +56,16 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
-    label = labels.SEPARATOR.join([labels.params(summary["parameters"]), labels.metric(summary["module_flops"], "FLOPs")])
+    label = fmt.SEPARATOR.join([fmt.params(summary["parameters"]), fmt.metric_text(summary["module_flops"], "FLOPs")])
     types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
-        label = f"{count}{labels.SEPARATOR}{label}"
+        label = f"{count}{fmt.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
-               f"- module FLOPs: {labels.metric(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
-               f"- MACs: {labels.metric(summary['macs'], 'MACs')} ({summary['macs']['status']})")
+               f"- module FLOPs: {fmt.metric_text(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
+               f"- MACs: {fmt.metric_text(summary['macs'], 'MACs')} ({summary['macs']['status']})")
     return label, tooltip
 
 
@@ -89,11 +92,11 @@ def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
     report = state.measurements.get("layer_latency")
     if not isinstance(report, dict) or not report.get("layers"):
         return None
-    prefixes = tuple(p + "." for p in paths if p)
-    records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
+    records = [r for r in report["layers"] if in_subtree(str(r.get("path", "")), paths)]
     if not records:
         return None
-    return aggregate((r.get("metrics", {}).get("latency") for r in records), "seconds")
+    parts = [r["metrics"]["latency"] for r in records if (r.get("metrics") or {}).get("latency")]
+    return aggregate(parts, unit="seconds", scope="forward") if parts else None
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
@@ -127,7 +130,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
                 label, tip = module_label(view, defined)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
-                add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
+                add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)

@@ -24,9 +24,10 @@ from typing import Any, Mapping
 
 import torchscan_lsp
 from torchscan_lsp.worker import pool
-from torchscan_lsp.worker.supervisor import LOG_TAIL_CHARS, failure, kill_group, outcome, supervise
+from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.worker.supervisor import LOG_TAIL_CHARS, kill_group, outcome, supervise
 
-__all__ = ["LOG_TAIL_CHARS", "failure", "run", "render_html"]
+__all__ = ["LOG_TAIL_CHARS", "run", "render_html"]
 
 _PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
 
@@ -122,7 +123,7 @@ async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None,
             try:
                 process = await _start_cold(root, python, argv, log_path)
             except OSError as error:
-                return failure(job, "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
+                return failure(job.get("target"), "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
         try:
             status, limit = await supervise(process, timeout_s=timeout_s, memory_mb=memory_mb)
         finally:

@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
 from torchscan_lsp.targets.options import (
@@ -545,18 +546,10 @@ class _Job:
         )
 
     def _failure(self, error: JobError) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "ok": False,
-            "target": self.target_name,
-            "error": {
-                "kind": error.kind,
-                "type": error.type_name or "Error",
-                "message": error.message,
-                "file": error.file,
-                "line": error.line,
-            },
-            "imported_files": list(self.imported_files),
-        }
+        result: dict[str, Any] = dict(failure(
+            self.target_name, error.kind, error.message, type_name=error.type_name or "Error",
+            file=error.file, line=error.line, imported_files=self.imported_files,
+        ))
         report = getattr(error, "report", None)
         if isinstance(report, dict):
             result["report"] = report
