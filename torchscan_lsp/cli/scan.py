@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.targets import (
     Target,
     WorkspaceConfigError,
@@ -430,8 +432,8 @@ def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
             delta = report.get("delta_bytes")
             if isinstance(peak, int):
                 lines.append(
-                    f"Peak memory ({report.get('device')}): {_bytes(peak)}"
-                    + (f" (+{_bytes(delta)} over baseline)" if isinstance(delta, int) else "")
+                    f"Peak memory ({report.get('device')}): {fmt.byte_size(peak)}"
+                    + (f" (+{fmt.byte_size(delta)} over baseline)" if isinstance(delta, int) else "")
                 )
             continue
         totals = report.get("totals") or {}
@@ -443,24 +445,6 @@ def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
             ("layer_latency_sum", "Sum of layer latencies"),
         ):
             metric = totals.get(key)
-            if isinstance(metric, dict):
-                value = metric.get("value") if metric.get("status") == "complete" else metric.get("known_value")
-                if isinstance(value, (int, float)):
-                    prefix = "≥ " if metric.get("status") == "partial" else ""
-                    lines.append(f"{label}: {prefix}{_seconds(value)}")
+            if isinstance(metric, dict) and metric_value(metric) is not None:
+                lines.append(f"{label}: {fmt.metric_text(metric, 'seconds')}")
     return lines
-
-
-def _bytes(value: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value} B"
-
-
-def _seconds(value: float) -> str:
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3f} ms"
-    return f"{value * 1e6:.1f} µs"
