@@ -34,11 +34,11 @@ from lsprotocol import types
 from torchscan_lsp.server.code_lens import build_code_lenses
 from torchscan_lsp.server.diagnostics import build_diagnostics
 from torchscan_lsp.server.hover import build_hover
-from torchscan_lsp.server.inlay_hints import build_inlay_hints, module_label, outermost
+from torchscan_lsp.server.inlay_hints import build_inlay_hints, module_label
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import TargetKey, TargetState
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import TargetKey, TargetState
 
 SOURCE = """import torch.nn as nn
 

@@ -4,28 +4,15 @@
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.state import TargetState
-
-REANALYZE = "torchscan.reanalyze"
-SHOW_REPORT = "torchscan.showReport"
-MEASURE_LATENCY = "torchscan.measureLatency"
-MEASURE_MEMORY = "torchscan.measureMemory"
-
-
-def model_latency(state: TargetState) -> dict | None:
-    """The whole model's measured latency (a metric in seconds) from the last "Measure latency":
-    the latency report's ``latency``, else the per-layer report's ``model_latency``."""
-    for kind, name in (("latency", "latency"), ("layer_latency", "model_latency")):
-        report = state.measurements.get(kind)
-        metric = report.get("totals", {}).get(name) if isinstance(report, dict) else None
-        if metric_value(metric) is not None:
-            return metric
-    return None
+from torchscan_lsp.session.measurements import model_latency
+from torchscan_lsp.session.state import TargetState
 
 
 def summary_title(state: TargetState) -> str:
@@ -63,13 +50,13 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
     return lenses
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/codeLens`` (answered from the store, on the event loop)."""
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+    def code_lens(ls: Editor, params: types.CodeLensParams) -> list[types.CodeLens]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
-        states = ls.analyzer.store.states_in(document.root, document.rel)
+        states = ls.session.store.states_in(document.root, document.rel)
         return build_code_lenses(params.text_document.uri, ls.lines(document), states)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
-from torchscan_lsp.server.code_lens import model_latency
-from torchscan_lsp.server.diagnostics import error_message, untrusted_message
-from torchscan_lsp.server.inlay_hints import STALE_NOTE, outermost
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.state import TargetState
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
+from torchscan_lsp.session.measurements import model_latency
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.state import TargetState
 
 TOP_MODULES = 5
 MAX_PATHS = 8
@@ -177,16 +178,16 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
     return None
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/hover`` (answered from the store, on the event loop)."""
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+    def hover(ls: Editor, params: types.HoverParams) -> types.Hover | None:
         document = ls.document(params.text_document.uri)
         if document is None:
             return None
         lines = ls.lines(document)
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client_name)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client.name)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

@@ -9,20 +9,17 @@ hint ends with :data:`STALE_MARK`.
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.metrics import aggregate
-from torchscan_lsp.contract.report import in_subtree
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import TargetState
-
-STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
-STALE_MARK = " (stale)"
-"""Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
-
+from torchscan_lsp.session.measurements import layer_latency
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import TargetState
 
 def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
     parts = [STALE_NOTE] if state.stale or state.error is not None else []
@@ -69,34 +66,12 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     return label, tooltip
 
 
-def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The calls (in order) whose module is not inside another module called from the same line:
-    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
-    ``stage1``'s output."""
-    paths = {path for path, _ in calls}
-    return [(path, index) for path, index in calls
-            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]
-
-
 def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, str]:
     """Label and tooltip of a call line: the output of the last outermost module call made from it."""
     last = view.by_key[outermost(calls)[-1]]
     label = labels.shape_label(last.get("output"))
     shown = "\n".join(f"- `{p or '(root)'}` call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
-
-
-def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
-    """Summed per-layer latency (a metric in seconds) of the module calls under ``paths``, from
-    the target's last "Measure latency" (``measurements.layer_latency``); ``None`` without one."""
-    report = state.measurements.get("layer_latency")
-    if not isinstance(report, dict) or not report.get("layers"):
-        return None
-    records = [r for r in report["layers"] if in_subtree(str(r.get("path", "")), paths)]
-    if not records:
-        return None
-    parts = [r["metrics"]["latency"] for r in records if (r.get("metrics") or {}).get("latency")]
-    return aggregate(parts, unit="seconds", scope="forward") if parts else None
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
@@ -138,7 +113,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
     return hints
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/inlayHint`` (answered from the store, on the event loop)."""
 
     # The hints of a document only change with its text, its states' results and the settings:
@@ -146,16 +121,16 @@ def register(server) -> None:
     built: dict[str, tuple[tuple, list[types.InlayHint]]] = {}
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    def inlay_hint(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
+    def inlay_hint(ls: Editor, params: types.InlayHintParams) -> list[types.InlayHint]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
         states = ls.states_for(document)
-        version = (hash(document.text), ls.analyzer.settings.inlayHints,
+        version = (hash(document.text), ls.session.settings.inlayHints,
                    tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints))
+                document.rel, ls.lines(document), states, ls.session.settings.inlayHints))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]

@@ -236,11 +236,6 @@ async def prewarm(python: str) -> bool:
     return await parent.ensure_started()
 
 
-def warm_parent_pids() -> list[int]:
-    """Process ids of the running warm parents (for tests and diagnostics)."""
-    return [p.process.pid for p in _parents.values() if p.alive]
-
-
 def shutdown() -> None:
     """Stop every warm parent (at server exit; they would also stop on their own when the server's
     end of their stdin closes)."""

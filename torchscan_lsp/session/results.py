@@ -218,3 +218,12 @@ class ResultView:
                 self.lines[site].diagnostics.append(diagnostic)
             if not sites:
                 self._unattributed.append(diagnostic)
+
+
+def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The calls (in order) whose module is not inside another module called from the same line:
+    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
+    ``stage1``'s output."""
+    paths = {path for path, _ in calls}
+    return [(path, index) for path, index in calls
+            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]
