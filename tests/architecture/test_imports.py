@@ -27,7 +27,7 @@ ALLOWED = {
     "contract": set(),
     "version": set(),
     "__main__": {"cli"},
-    "(top)": {"targets", "engine", "version"},
+    "(top)": {"contract", "targets", "engine", "version"},
     "engine": {"contract", "version"},
     "targets": {"contract", "version"},
     "worker": {"contract", "engine", "targets", "version", "(top)"},

@@ -72,10 +72,6 @@ __all__ = [
 _RMSNorm = getattr(nn, "RMSNorm", None)  # torch >= 2.4
 
 
-def _numel_of(t) -> int:
-    return 0 if t is None else numel(t)
-
-
 # ---------------------------------------------------------------- BatchNorm (reference contract)
 
 

@@ -102,27 +102,3 @@ def expand_ints(value: Any, ndim: int, default: int | None = None) -> list[int]:
     if len(values) == 1:
         return values * ndim
     return values
-
-
-def reduced_rows(shape: torch.Size, dims: Any) -> tuple[int, int]:
-    """(N, R): elements of ``shape`` and the number of independent reductions over ``dims``.
-
-    ``dims`` is an int, a list of ints, or None/empty for a full reduction.
-    """
-    n = math.prod(shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return n, 1 if n else 0
-    if isinstance(dims, int):
-        dims = [dims]
-    ndim = len(shape)
-    if ndim == 0:
-        return n, n
-    size = 1
-    for d in {int(d) % ndim for d in dims}:
-        size *= shape[d]
-    return n, (n // size if size else 0)
-
-
-def formula_doc(fn: Callable[..., int], doc: str) -> Callable[..., int]:
-    fn.__doc__ = doc
-    return fn
