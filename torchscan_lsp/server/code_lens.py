@@ -1,5 +1,5 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency" and "Measure memory". Command names and arguments are those of docs/architecture.md."""
+"Measure latency" and "Measure memory". Command names and arguments are those of docs/server.md."""
 
 from __future__ import annotations
 

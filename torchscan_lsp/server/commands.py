@@ -1,4 +1,4 @@
-"""Workspace commands (docs/architecture.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
+"""Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
 ``torchscan.measureLatency`` and ``torchscan.measureMemory``.
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
