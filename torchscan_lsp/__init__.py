@@ -16,7 +16,7 @@ __all__ = [*ENGINE_EXPORTS, "target", "__version__"]
 
 
 def __getattr__(name: str):
-    """Resolve engine names and ``__version__`` on first use (never cached, see spec A.9)."""
+    """Resolve engine names and ``__version__`` on first use (never cached: docs/report-schema.md, `context`)."""
     if name == "__version__":
         from torchscan_lsp.version import package_version
 

@@ -55,7 +55,7 @@ def test_full_numbers_for_evidence():
 
 
 def test_reference_table_scaling():
-    # the reference's floor-based prefix and two decimals (spec §10.2)
+    # the reference's floor-based prefix and two decimals (README.md's summary table)
     assert fmt.unit_scale(388_800) == (388.8, "k")
     assert fmt.fixed(388_800, "FLOPs") == "388.80 kFLOPs"
     assert fmt.fixed(16, "FLOPs") == "16.00 FLOPs"
@@ -87,7 +87,7 @@ def test_shapes():
     assert fmt.shape_text({"kind": "tensor", "shape": []}) == "()"
     pair = {"kind": "tuple", "items": [tensor, {"kind": "none"}]}
     assert fmt.shape_text(pair) == "((1, 64, 56, 56), none)"
-    # the spec's example (§10.1): {"features": (t, [None])} with t of shape (1,)
+    # the reference's example (README.md's summary table): {"features": (t, [None])} with t of shape (1,)
     nested = {"kind": "mapping", "type": "dict", "items": [{"key": "features", "key_type": "str", "value": {
         "kind": "tuple", "items": [{"kind": "tensor", "shape": [1]}, {"kind": "list", "items": [{"kind": "none"}]}]}}]}
     assert fmt.shape_text(nested) == "{((1,), [none])}"

@@ -1,4 +1,4 @@
-"""Cumulative receptive field along the executed path (spec A.1).
+"""Cumulative receptive field along the executed path (docs/metrics.md).
 
 Every expected value is derived by hand in the comments with the composition rule
 ``rf' = rf + (k_eff - 1)·jump``, ``jump' = jump·s``, ``padding' = padding + p·jump``

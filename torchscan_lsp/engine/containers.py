@@ -1,4 +1,4 @@
-"""Work in a container's own ``forward`` is never silent (spec A.2).
+"""Work in a container's own ``forward`` is never silent (docs/metrics.md, "Module FLOPs and operator FLOPs").
 
 Module formulas count metric-leaf calls. An operator that runs while a *container* is the innermost
 active module — outside every child call — is work no formula sees: ``x + g·block(x)``, a residual

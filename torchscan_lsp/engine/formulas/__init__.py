@@ -1,6 +1,6 @@
 """Module formulas: FLOPs, MACs, DMAs and module-local receptive field of one module call.
 
-Public dispatchers (the contract of ``torchscan.modules``, spec §1.3 and §5):
+Public dispatchers (the contract of ``torchscan.modules``; docs/formulas.md):
 
 ``module_flops(module, inputs, out) -> int``
     ``inputs`` is the call's ordered inputs (bound to ``forward``'s signature); ``out`` is the whole

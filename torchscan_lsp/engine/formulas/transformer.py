@@ -17,7 +17,7 @@ Each layer is priced as the sum of its stages, composed from the other families'
 attention formulas count them and never reduce the dense work (nor does ``is_causal``, nor the
 nested-tensor fast path that skips padded tokens in evaluation).
 
-FLOPs (reference contract §5.6): attention by ``flops_mha``, each residual add ``n``, each norm by
+FLOPs (the reference contract's; docs/formulas.md): attention by ``flops_mha``, each residual add ``n``, each norm by
 ``flops_layernorm``, each dropout by ``flops_dropout`` (0 in evaluation), the two linears by
 ``flops_linear``, the activation ``H`` for ReLU (``H = tokens·dim_feedforward``). Verified: for
 ``d_model=4, nhead=2, dim_feedforward=8, dropout=0`` on src ``(1, 3, 4)``/tgt ``(1, 2, 4)`` the

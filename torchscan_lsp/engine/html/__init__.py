@@ -1,4 +1,4 @@
-"""Offline HTML evidence for reports (spec §13.6, A.7).
+"""Offline HTML evidence for reports (docs/measurement.md, "Offline HTML").
 
 :func:`render_report` writes **one self-contained HTML file**: inline CSS, no script, no external
 style sheet, font, image or link, and a ``Content-Security-Policy`` that forbids every network

@@ -1,6 +1,7 @@
 """Pooling: max, average, adaptive, fractional and Lp pooling.
 
-K = prod(kernel_size) with an integer kernel expanded to every spatial dimension (k^ndim, spec A.4).
+K = prod(kernel_size) with an integer kernel expanded to every spatial dimension (k^ndim, as the
+module formulas do: docs/formulas.md).
 
 * Max pooling: K - 1 comparisons per output element (TorchScan's MaxPool formula).
 * Average pooling: K per output element (K - 1 additions and one division). Padding, ``ceil_mode``
