@@ -9,7 +9,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.measurements import model_latency
 from torchscan_lsp.session.state import TargetState
@@ -42,8 +42,8 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
     for state in states:
         range_ = lines.statement(state.line)
         args = [uri, state.key.name]
-        summary_command = SHOW_REPORT if state.view is not None else REANALYZE
-        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYZE),
+        summary_command = SHOW_REPORT if state.view is not None else REANALYSE
+        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYSE),
                                ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY),
                                ("Measure memory", MEASURE_MEMORY)):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))

@@ -23,7 +23,7 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
 from torchscan_lsp.session.state import Document, TargetState
 
 
@@ -98,8 +98,8 @@ async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
 def register(server: LanguageServer) -> None:
     """Register the four commands."""
 
-    @server.command(REANALYZE)
-    def reanalyze(ls: Editor, uri: str, *rest: Any) -> None:
+    @server.command(REANALYSE)
+    def reanalyse(ls: Editor, uri: str, *rest: Any) -> None:
         name = rest[0] if rest and isinstance(rest[0], str) else None
         document, states = _states(ls, uri, name)
         ls.session.analyse(document, [s.key.name for s in states], use_cache=False)

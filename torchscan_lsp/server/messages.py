@@ -7,7 +7,7 @@ from __future__ import annotations
 from torchscan_lsp.session.state import TargetState
 
 __all__ = [
-    "REANALYZE",
+    "REANALYSE",
     "SHOW_REPORT",
     "MEASURE_LATENCY",
     "MEASURE_MEMORY",
@@ -20,13 +20,13 @@ __all__ = [
     "error_message",
 ]
 
-# The command ids keep their historical "reanalyze" spelling: editors' key bindings and the
-# shipped clients name them (docs/server.md).
-REANALYZE = "torchscan.reanalyze"
+# The project writes "analyse"; the command id keeps the spelling editors' key bindings and the
+# shipped clients already use (docs/server.md, "Commands").
+REANALYSE = "torchscan.reanalyze"
 SHOW_REPORT = "torchscan.showReport"
 MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
-COMMANDS = (REANALYZE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY)
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY)
 
 STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""
