@@ -12,22 +12,9 @@ from pathlib import Path
 import pytest
 
 from torchscan_lsp.cli import main
+from workspace_files import line_of, write
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def write(root: Path, files: dict[str, str]) -> dict[str, str]:
-    written = {}
-    for rel, text in files.items():
-        text = textwrap.dedent(text).lstrip("\n")
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-        written[rel] = text
-    return written
-
-
-def line_of(text: str, needle: str) -> int:
-    return text.count("\n", 0, text.index(needle)) + 1
 
 
 @pytest.fixture
