@@ -7,16 +7,8 @@ from typing import Any
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.engine.html.measurements import latency_summary
-from torchscan_lsp.engine.html.page import (
-    context_section,
-    escape,
-    metric_cell,
-    num,
-    plain,
-    status_badge,
-    table,
-    value_cell,
-)
+from torchscan_lsp.engine.html.page import (context_section, escape, metric_cell, num, plain, status_badge, table,
+    value_cell)
 
 __all__ = ["render_benchmark_comparison", "render_report_comparison"]
 
