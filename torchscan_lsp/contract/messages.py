@@ -11,7 +11,7 @@ that stopped it). Nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from torchscan_lsp.contract.report import AnalysisReport
 
@@ -137,9 +137,10 @@ class Result(TypedDict, total=False):
 
 class WarmRequest(TypedDict):
     """A line the server writes to a warm parent: fork a child for the job at ``job``, which writes
-    its result to ``result`` and its output to ``log``, runs in ``cwd`` under ``memory_mb``."""
+    its result to ``result`` and its output to ``log``, runs in ``cwd`` under ``memory_mb``; ``id``
+    (added when the line is sent) names the request in the events that answer it."""
 
-    id: int
+    id: NotRequired[int]
     job: str
     result: str
     log: str
