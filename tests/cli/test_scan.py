@@ -247,8 +247,9 @@ def test_the_readme_demo_prints_real_tables():
     assert process.returncode == 0, process.stderr
     assert "Traceback" not in process.stderr
     titles = [line.split(": ", 1)[1] for line in process.stdout.splitlines() if line.startswith("examples/")]
-    assert titles == ["small_resnet", "TinyConvNet", "gpt2_small", "bert_small", "llama_small"]
-    assert process.stdout.count("Total params: ") == 5
+    assert titles == ["small_resnet", "TinyConvNet", "gpt2_small", "bert_small", "llama_small", "mistral_small",
+                      "t5_small"]
+    assert process.stdout.count("Total params: ") == 7
     assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
     assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)
     # TinyConvNet's MACs: 8·28·28·9 + 16·14·14·72 + 784·10 = 56,448 + 225,792 + 7,840 = 290,080
