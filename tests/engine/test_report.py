@@ -1,4 +1,4 @@
-"""The report contract: metric_result, IncompleteAnalysisError, vocabulary (spec §1.2, §3.6, §3.7)."""
+"""The report contract: metric_result, IncompleteAnalysisError, vocabulary (docs/report-schema.md)."""
 
 import json
 import pickle
@@ -132,7 +132,7 @@ def test_incomplete_error_lists_not_requested_totals_too():
 
 
 def test_incomplete_error_leaves_out_metrics_that_do_not_apply():
-    # spec A.12: a receptive field of attention is not applicable, not missing
+    # a receptive field of attention is not applicable, not missing
     diagnostics = [
         make_diagnostic("metric_not_applicable", "receptive_field", "Receptive field is not defined for X", path="0"),
         make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin"),

@@ -1,4 +1,4 @@
-"""Strict mode fails only on real incompleteness (spec A.12).
+"""Strict mode fails only on real incompleteness (docs/report-schema.md, strict mode).
 
 A spatial receptive field does not apply to attention (token dependencies describe it): that is a
 ``metric_not_applicable`` diagnostic, not a missing number. Strict passes on plain ViT, GPT-2 and

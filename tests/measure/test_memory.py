@@ -1,4 +1,4 @@
-"""measure_peak_memory (spec §8, A.7): CPU for real, CUDA and MPS call order and messages with fakes."""
+"""measure_peak_memory (docs/measurement.md): CPU for real, CUDA and MPS call order and messages with fakes."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ MIB4 = 1024 * 1024 * 4  # a float32 (1024, 1024) tensor: 2^20 elements of 4 byte
 
 
 def test_cpu_delta_counts_the_first_allocation():
-    """Spec A.11: the baseline is what was live before the workload, so its first allocation counts.
+    """The baseline is what was live before the workload, so its first allocation counts
+    (docs/measurement.md: where we depart from the reference).
 
     The reference took the first timeline point (which already holds that allocation) as the
     baseline: these two workloads reported deltas of 12 and 0 bytes there.
@@ -179,7 +180,7 @@ def test_calls_are_serialised():
 
 
 # --------------------------------------------------------------------------------------------------
-# CUDA with fakes (call order and messages, spec §8.2)
+# CUDA with fakes (call order and messages, docs/measurement.md)
 
 
 class _FakeCuda:
@@ -285,7 +286,7 @@ def test_cuda_workload_error_propagates(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------------
-# MPS with fakes (spec §8.3)
+# MPS with fakes (docs/measurement.md)
 
 
 class _FakeMps:

@@ -1,4 +1,4 @@
-"""Latency of a caller-controlled workload (spec §13.5, A.7).
+"""Latency of a caller-controlled workload (docs/measurement.md).
 
 :func:`measure_latency` times one zero-argument callable with ``torch.utils.benchmark.Timer``
 (:func:`~torchscan_lsp.engine.timing.time_workload`):

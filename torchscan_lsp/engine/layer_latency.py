@@ -136,7 +136,7 @@ def measure_layer_latency(
     A call is ``unavailable``, with a ``reason`` and a ``layer_latency_unavailable`` diagnostic, when
     its inputs cannot be copied, when the module is stateful (BatchNorm in training mode, a call that
     changes parameters, buffers or attributes), when it draws random numbers, when its replay raises,
-    or on the meta device (A.8). ``time_budget`` (seconds, default unlimited) bounds the measurement
+    or on the meta device. ``time_budget`` (seconds, default unlimited) bounds the measurement
     for callers with a deadline: once it is spent, the remaining calls are ``unavailable`` with that
     reason. The whole model is timed first, right after the capture.
 

@@ -1,4 +1,4 @@
-"""Peak memory of one owner-provided workload (spec §8, A.7).
+"""Peak memory of one owner-provided workload (docs/measurement.md).
 
 ``measure_peak_memory(workload, *, device)`` runs a zero-argument callable exactly once and reports
 the memory PyTorch tracked while it ran:
@@ -58,7 +58,8 @@ class _MemoryReportBase(TypedDict):
 
 
 class MemoryReport(_MemoryReportBase, total=False):
-    """What :func:`measure_peak_memory` returns (spec §8.5 plus A.7's version and context).
+    """What :func:`measure_peak_memory` returns (docs/measurement.md: the reference's fields plus a
+    version and a context).
 
     ``allocated_peak_bytes`` is present on CUDA and MPS only.
     """
@@ -164,7 +165,7 @@ def cpu_peak(events: list[list[int]]) -> tuple[int, int]:
 
     This departs from the reference, whose baseline is the first point of the coalesced timeline:
     that point already holds the workload's first allocation, so ``lambda: torch.ones(1024, 1024)``
-    showed a delta of 0 (spec A.11).
+    showed a delta of 0 (docs/measurement.md).
     """
     baseline = sum(int(event[2]) for event in events if int(event[0]) == _PREEXISTING_TIME)
     live = peak = baseline

@@ -29,15 +29,14 @@ from torch.utils._pytree import tree_map
 from torchscan_lsp.engine.report import (
     METHOD_FLOP_COUNTER,
     METHOD_NOT_REQUESTED,
-    PACKAGE,
     SCHEMA_VERSION,
     Diagnostic,
     MetricResult,
     make_diagnostic,
     metric_result,
 )
+from torchscan_lsp.engine.formula_provenance import flop_method, formula_context
 from torchscan_lsp.engine.tensor_shapes import irregular_reason
-from torchscan_lsp.version import package_version
 
 try:  # torch >= 2.2
     from torch.utils.module_tracker import ModuleTracker
@@ -51,8 +50,6 @@ __all__ = [
     "OperatorCounter",
     "measure_flops",
     "flop_report",
-    "flop_method",
-    "formula_context",
     "not_requested_flop_report",
     "validate_mapping",
 ]
@@ -550,39 +547,6 @@ class OperatorCounter:
 
 def _context(method: str) -> dict[str, Any]:
     return {"torch_version": str(torch.__version__), "method": method}
-
-
-def _describe_formula(formula: Any) -> str:
-    """A caller formula in words: its qualified name and the first line of its docstring."""
-    name = f"{getattr(formula, '__module__', None) or '?'}.{getattr(formula, '__qualname__', type(formula).__qualname__)}"
-    doc = (getattr(formula, "__doc__", None) or "").strip().splitlines()
-    return f"{name}: {doc[0].strip()}" if doc else name
-
-
-def formula_context(custom_mapping: Mapping[Any, Any] | None = None) -> dict[str, Any]:
-    """``context["formulas"]`` of a FLOP report: whose formulas counted (this package's, at its
-    version, over PyTorch's), the PyTorch formulas they correct, and every caller formula
-    (``{"operator", "description"}``, sorted by operator)."""
-    from torchscan_lsp.engine import operator_formulas
-
-    custom = sorted(
-        ({"operator": str(packet), "description": _describe_formula(fn)} for packet, fn in (custom_mapping or {}).items()),
-        key=lambda entry: entry["operator"],
-    )
-    return {
-        "engine": f"{PACKAGE} operator formulas",
-        "version": package_version(),
-        "replaces_pytorch": sorted(str(packet) for packet in getattr(operator_formulas, "CORRECTIONS", ())),
-        "custom": custom,
-    }
-
-
-def flop_method(custom_mapping: Mapping[Any, Any] | None = None) -> str:
-    """The method label of operator FLOPs: ``METHOD_FLOP_COUNTER``, plus ``+custom(<operators>)``
-    when caller formulas took part, so that reports counted differently never share a label."""
-    if not custom_mapping:
-        return METHOD_FLOP_COUNTER
-    return f"{METHOD_FLOP_COUNTER}+custom({','.join(sorted(str(packet) for packet in custom_mapping))})"
 
 
 def flop_report(

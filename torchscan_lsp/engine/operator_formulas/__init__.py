@@ -1,4 +1,4 @@
-"""FLOP formulas for the operators that PyTorch's ``FlopCounterMode`` leaves uncounted (spec A.3).
+"""FLOP formulas for the operators that PyTorch's ``FlopCounterMode`` leaves uncounted (docs/operator-formulas.md).
 
 ``DEFAULT_FORMULAS`` maps operator packets (``torch.ops.aten.relu`` — packets, not overloads) to
 callables that follow ``FlopCounterMode``'s formula contract: PyTorch calls
@@ -11,7 +11,7 @@ by default, and a caller's ``custom_mapping`` wins over it.
 No packet that PyTorch already counts (``torch.utils.flop_counter.flop_registry``: mm, addmm, bmm,
 baddbmm, convolution, the CUDA attention kernels, ...) is overridden, except those in
 ``CORRECTIONS``, where PyTorch's formula is wrong: ``convolution_backward`` (its grad-weight term
-ignores groups; see ``backward.convolution_backward_flop``).
+ignores groups; see ``convolution.convolution_backward_flop``).
 
 ``DECOMPOSITION_GUARDS`` maps *overloads* (``torch.ops.aten.native_batch_norm.default``) to the same
 formulas. ``FlopCounterMode`` calls ``func.decompose()`` on every overload that is not a key of its
@@ -30,8 +30,9 @@ reference ignore list (views, data movement, creation, random generation, runtim
 
 The families, one module each: ``elementwise``, ``activation`` (with softmax), ``normalization``,
 ``pooling``, ``reduction``, ``interpolation``, ``embedding``, ``matmul``, ``spectral`` (FFTs), ``loss``,
-``attention`` (fused CPU attention and Transformer kernels), ``recurrent`` (fused RNN kernels) and
-``backward`` (the gradients of these families, for training-step workloads). The convention is explained
+``attention`` (fused CPU attention and Transformer kernels), ``recurrent`` (fused RNN kernels),
+``backward`` (the gradients of these families, for training-step workloads) and ``convolution``
+(convolution backward, in place of PyTorch's formula). The convention is explained
 once in docs/operator-formulas.md.
 """
 
@@ -46,6 +47,7 @@ from . import (  # noqa: F401  (importing a family registers its formulas)
     activation,
     attention,
     backward,
+    convolution,
     elementwise,
     embedding,
     interpolation,
