@@ -14,14 +14,7 @@ from torchscan_lsp.engine import module_metrics
 from torchscan_lsp.engine.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 
-FCM = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
-#: context["formulas"] of a report counted with this package's formulas only
-FORMULAS = {
-    "engine": "torchscan-lsp operator formulas",
-    "version": package_version(),
-    "replaces_pytorch": ["aten.convolution_backward"],
-    "custom": [],
-}
+from test_operators import FCM, FORMULAS  # the operator-FLOPs method and formulas context, written once
 FORMULA = "torchscan_module_formula"
 
 
