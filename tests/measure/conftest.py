@@ -1,4 +1,4 @@
-"""Fixtures for the measurement tests: hand-written reports derived from the spec, not from our code."""
+"""Fixtures for the measurement tests: hand-written reports derived from docs/, not from our code."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def _metric(value, unit, scope, method, status="complete"):
     return {"status": status, "value": value if status == "complete" else None, "known_value": known, "unit": unit, "scope": scope, "method": method}
 
 
-#: Spec §3.8: crawl_module(nn.Conv2d(3, 8, 3), (3, 32, 32)), written out by hand.
+#: docs/report-schema.md's first example: crawl_module(nn.Conv2d(3, 8, 3), (3, 32, 32)), written out by hand.
 CONV_REPORT = {
     "schema_version": 1,
     "context": {
@@ -42,8 +42,8 @@ CONV_REPORT = {
     ],
     "operator_flops": {
         "schema_version": 1,
-        "context": {"torch_version": "2.13.0+cpu", "method": "torch.utils.flop_counter.FlopCounterMode"},
-        "total": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode"),
+        "context": {"torch_version": "2.13.0+cpu", "method": "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"},
+        "total": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"),
         "by_module": {"Conv2d": 388800}, "by_operator": {"aten.convolution": 388800}, "ignored_operators": {}, "diagnostics": [],
     },
     "totals": {
@@ -54,7 +54,7 @@ CONV_REPORT = {
         "buffer_elements": _metric(0, "elements", "model", "pytorch"),
         "buffer_bytes": _metric(0, "bytes", "model", "pytorch"),
         "module_flops": _metric(388800, "FLOPs", "forward", "torchscan_module_formula"),
-        "operator_flops": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode"),
+        "operator_flops": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"),
         "macs": _metric(194400, "MACs", "forward", "torchscan_module_formula"),
         "dmas": _metric(201824, "DMAs", "forward", "torchscan_module_formula"),
     },
@@ -71,7 +71,7 @@ def conv_report():
 
 @pytest.fixture
 def evil_report():
-    """The §3.8 report whose model type, layer path/type and diagnostic carry HTML."""
+    """The docs/report-schema.md report whose model type, layer path/type and diagnostic carry HTML."""
     report = copy.deepcopy(CONV_REPORT)
     report["context"]["model_type"] = f"models.{EVIL}"
     layer = report["layers"][0]

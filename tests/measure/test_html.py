@@ -10,7 +10,8 @@ from torch import nn
 
 from torchscan_lsp.engine.benchmarks import compare_benchmarks
 from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY, render_report, report_kind
-from torchscan_lsp.engine.latency import measure_latency, measure_layer_latency
+from torchscan_lsp.engine.latency import measure_latency
+from torchscan_lsp.engine.layer_latency import measure_layer_latency
 from torchscan_lsp.engine.memory import measure_peak_memory
 
 URL_ATTRIBUTE = re.compile(r"""\b(?:src|href|action|srcset|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
@@ -52,7 +53,7 @@ def test_custom_title_is_escaped(tmp_path, conv_report):
 def test_layer_latency_attached_to_an_analysis_report(tmp_path):
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
     x = torch.rand(1, 3, 16, 16)
-    layer_latency = measure_layer_latency(model, (x,), device="cpu", warmup=0, min_run_time=0.002, min_repeats=2, include_model=False)
+    layer_latency = measure_layer_latency(model, (x,), device="cpu", warmup=0, min_run_time=0.002, min_block_time=1e-4, include_model=False)
     analysis = {
         "schema_version": 1,
         "context": {"model_type": "torch.nn.modules.container.Sequential"},
@@ -76,9 +77,10 @@ def test_each_measurement_kind_renders(tmp_path, kind):
     fast = {"warmup": 0, "min_run_time": 0.005, "min_repeats": 2}
     if kind == "latency":
         document = measure_latency(lambda: None, device="cpu", inputs=torch.rand(2, 3), **fast)
-        expected = ["Latency benchmark", "first_call_latency", "[2, 3] torch.float32"]
+        expected = ["Latency benchmark", "first_call_latency", "(2, 3) torch.float32"]
     elif kind == "layer_latency":
-        document = measure_layer_latency(nn.Sequential(nn.Linear(2, 2)), (torch.rand(1, 2),), device="cpu", **fast)
+        document = measure_layer_latency(nn.Sequential(nn.Linear(2, 2)), (torch.rand(1, 2),), device="cpu",
+                                         **{**fast, "min_repeats": 5, "min_block_time": 1e-4})
         expected = ["Per-layer latency of torch.nn.modules.container.Sequential", "model_latency"]
     elif kind == "benchmark_comparison":
         report = measure_latency(lambda: None, device="cpu", **fast)
@@ -159,7 +161,8 @@ def test_every_string_in_every_kind_is_escaped(tmp_path, conv_report, evil_text,
         document = measure_latency(lambda: None, device="cpu", inputs={"ids": torch.zeros(2, dtype=torch.long)}, **fast)
     elif kind == "layer_latency":
         model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).train()
-        document = measure_layer_latency(model, (torch.rand(3, 2),), device="cpu", eval_mode=False, **fast)
+        document = measure_layer_latency(model, (torch.rand(3, 2),), device="cpu", eval_mode=False,
+                                         **{**fast, "min_repeats": 5, "min_block_time": 1e-4})
     elif kind == "benchmark_comparison":
         report = measure_latency(lambda: None, device="cpu", **fast)
         document = compare_benchmarks(report, {**report, "device_name": "other"}, on_mismatch="flag")
@@ -177,3 +180,38 @@ def test_every_string_in_every_kind_is_escaped(tmp_path, conv_report, evil_text,
     _offline_checks(text)
     assert "<img" not in text and evil_text not in text
     assert "&lt;script&gt;" in text
+
+
+def _analysis_of(layers, total):
+    return {"schema_version": 1, "context": {"model_type": "m.Net"}, "inputs": {"source": "provided", "args": [], "kwargs": {}},
+            "layers": layers, "totals": {"module_flops": total}, "diagnostics": []}
+
+
+def _flops(status, value):
+    return {"status": status, "value": value if status == "complete" else None,
+            "known_value": None if status == "unavailable" else value, "unit": "FLOPs", "scope": "module_call",
+            "method": "torchscan_module_formula"}
+
+
+def test_shares_of_a_complete_total(tmp_path):
+    # fc 300 of 400 FLOPs = 75.0%, relu 100 of 400 = 25.0%
+    layers = [{"path": "fc", "call_index": 0, "type": "Linear", "metrics": {"module_flops": _flops("complete", 300)}},
+              {"path": "relu", "call_index": 0, "type": "ReLU", "metrics": {"module_flops": _flops("complete", 100)}}]
+    text = render_report(_analysis_of(layers, {**_flops("complete", 400), "scope": "forward"}),
+                         tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<span class="share">75.0%</span>' in text and '<span class="share">25.0%</span>' in text
+    assert "lower bound" not in text
+
+
+def test_shares_of_a_lower_bound_say_so_and_work_not_counted_shows_no_percentage(tmp_path):
+    # fc counted 600; odd (no formula) counted in part, known 0; the total is partial, known 600.
+    # fc's share of the counted part is 600 / 600 = 100.0%, of the true total at most that: "≤ 100.0%"
+    layers = [{"path": "fc", "call_index": 0, "type": "Linear", "metrics": {"module_flops": _flops("complete", 600)}},
+              {"path": "odd", "call_index": 0, "type": "Odd", "metrics": {"module_flops": _flops("partial", 0)}},
+              {"path": "gone", "call_index": 0, "type": "Gone", "metrics": {"module_flops": _flops("unavailable", None)}}]
+    text = render_report(_analysis_of(layers, {**_flops("partial", 600), "scope": "forward"}),
+                         tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<span class="share">≤ 100.0%</span>' in text
+    assert not re.search(r"(?<![\d.])0\.0%", text)  # neither odd nor gone gets a percentage
+    assert "counted in part: no share" in text and "not counted: no share" in text
+    assert "is a lower bound" in text and "at most the one shown" in text

@@ -3,8 +3,8 @@
 * :data:`MEASUREMENT_LOCK` serialises every measurement in the process: timings and allocator
   statistics are process-global, so two measurements must never overlap. It is re-entrant so that
   per-layer latency can hold it across its many timings.
-* :func:`measurement_context` is the execution context every measurement report carries (A.7, A.9:
-  the package version is looked up on every call, never cached).
+* :func:`measurement_context` is the execution context every measurement report carries
+  (docs/measurement.md; the package version is looked up on every call, never cached).
 * :func:`tensor_dtypes` lists the dtypes found in value metadata (``inputs.value_meta``).
 * Device helpers normalise a device, check that it can run work, name its hardware and synchronise
   it explicitly (on every supported PyTorch, without relying on ``torch.accelerator``).
@@ -39,6 +39,48 @@ def measurement_context(**extra: Any) -> dict[str, Any]:
     }
     context.update(extra)
     return context
+
+
+def execution_state(device_type: str) -> dict[str, Any]:
+    """The process state a measurement ran under, read when it was called (the workload may change
+    it for itself): grad mode, inference mode, autocast on ``device_type`` and the thread counts."""
+    try:
+        autocast = {
+            "device_type": device_type,
+            "enabled": bool(torch.is_autocast_enabled(device_type)),
+            "dtype": str(torch.get_autocast_dtype(device_type)),
+        }
+    except (TypeError, RuntimeError, AttributeError):  # PyTorch without per-device autocast queries
+        autocast = {"device_type": device_type, "enabled": None, "dtype": None}
+    return {
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "autocast": autocast,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+#: Environment variables that configure each backend's caching allocator.
+_ALLOCATOR_ENV = {
+    "cuda": ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"),
+    "mps": ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_LOW_WATERMARK_RATIO"),
+}
+
+
+def allocator_settings(device_type: str) -> dict[str, Any] | None:
+    """The caching allocator's backend and environment settings on CUDA and MPS; ``None`` on CPU,
+    whose allocator has no settings PyTorch exposes."""
+    names = _ALLOCATOR_ENV.get(device_type)
+    if names is None:
+        return None
+    settings: dict[str, Any] = {"env": {name: os.environ.get(name) for name in names}}
+    if device_type == "cuda":
+        try:
+            settings["backend"] = str(torch.cuda.get_allocator_backend())
+        except (AttributeError, RuntimeError):
+            settings["backend"] = None
+    return settings
 
 
 def tensor_dtypes(meta: dict[str, Any]) -> list[str]:

@@ -60,7 +60,7 @@ FUSED_KERNELS = frozenset(
         "aten.mkldnn_rnn_layer",
     )
 )
-#: What an analysis on the meta device cannot give, and why (spec A.8).
+#: What an analysis on the meta device cannot give, and why (docs/report-schema.md, `execution_path`).
 META_UNAVAILABLE = {
     "peak_memory": "The meta device holds no data and allocates no memory; measure peak memory on cpu, "
     "cuda or mps.",
@@ -167,7 +167,13 @@ class ExecutionPaths:
         if ops is None:
             ops = self._escaped[(target.path, index)] = {}
         ops[name] = ops.get(name, 0) + 1
-        propagate(self.states, name, args, kwargs, out, f"{name} in '{target.path}'")
+        where = f"{name} in '{target.path}'"
+        try:
+            propagate(self.states, name, args, kwargs, out, where)
+        except Exception as exc:  # noqa: BLE001 - a tensor subclass the data flow cannot read
+            cause = f"{where} could not be followed ({type(exc).__name__})"
+            for tensor in tensors_in(out):
+                self.states.set(tensor, Field.unavailable(cause))
 
     # ------------------------------------------------------------------------------- leaf calls
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.contract.metrics import aggregate
 from torchscan_lsp.engine.report import (
     EXECUTION_MODE,
     METHOD_MODULE_FORMULA,
@@ -18,6 +19,7 @@ from torchscan_lsp.engine.report import (
     STATUS_COMPLETE,
     IncompleteAnalysisError,
     MetricResult,
+    incomplete_diagnostics,
     metric_result,
 )
 from torchscan_lsp.version import package_version
@@ -89,21 +91,10 @@ def model_totals(
 
 
 def aggregate_metric(metrics: Iterable[MetricResult | dict[str, Any]], unit: str) -> MetricResult:
-    """Sum layer metrics into a ``forward`` total.
-
-    All complete: complete sum. Otherwise, with at least one known number: partial, the sum of the
-    known numbers as a lower bound. No layer, or nothing known: unavailable.
-    """
-    metrics = list(metrics)
-    common = {"unit": unit, "scope": "forward", "method": METHOD_MODULE_FORMULA}
-    if not metrics:
-        return metric_result(status="unavailable", **common)
-    if all(m["status"] == STATUS_COMPLETE for m in metrics):
-        return metric_result(status="complete", value=sum(m["value"] for m in metrics), **common)
-    known = [m["known_value"] for m in metrics if m.get("known_value") is not None]
-    if known:
-        return metric_result(status="partial", known_value=sum(known), **common)
-    return metric_result(status="unavailable", **common)
+    """Sum layer metrics into a ``forward`` module-formula total with the contract's one rule
+    (:func:`torchscan_lsp.contract.metrics.aggregate`): all complete, a complete sum; something
+    known, a partial lower bound; nothing, unavailable."""
+    return aggregate(metrics, unit=unit, scope="forward", method=METHOD_MODULE_FORMULA)
 
 
 def forward_totals(
@@ -133,13 +124,17 @@ def forward_totals(
 
 
 def check_strict(report: dict[str, Any]) -> None:
-    """Raise :class:`IncompleteAnalysisError` when the report has diagnostics or an incomplete total.
+    """Raise :class:`IncompleteAnalysisError` when a total is incomplete or a diagnostic says
+    something is missing (docs/report-schema.md, strict mode).
 
-    Totals that were not requested (structure mode) do not count.
+    Totals that were not requested (structure mode) do not count, nor do ``metric_not_applicable``
+    diagnostics: a spatial receptive field does not apply to attention (token dependencies
+    describe it), which is not an incomplete result. A partial count, an operator without a
+    formula, or a receptive field that could not be followed through a branch still raises.
     """
     incomplete = any(
         metric["status"] != STATUS_COMPLETE and metric["method"] != METHOD_NOT_REQUESTED
         for metric in report["totals"].values()
     )
-    if report["diagnostics"] or incomplete:
+    if incomplete or incomplete_diagnostics(report):
         raise IncompleteAnalysisError(report)

@@ -2,7 +2,7 @@
 
 Every formula works on *shapes* and module attributes with Python ints. Nothing here calls a tensor
 operation: ``t.shape`` is metadata, so the operator counter that runs around the same forward pass
-never sees formula work (spec §2.4, last bullet). A formula may also be handed a :class:`ShapeOnly`
+never sees formula work (docs/formulas.md, "Conventions"). A formula may also be handed a :class:`ShapeOnly`
 stand-in (the Transformer formulas compose the attention, linear and norm formulas that way).
 """
 
@@ -29,6 +29,7 @@ __all__ = [
     "output_tensor",
     "rf_pointwise",
     "rf_undefined",
+    "NotApplicableWarning",
     "shape",
     "unsupported",
 ]
@@ -118,7 +119,7 @@ def output_tensor(out: Any, module: nn.Module | None = None):
 
 
 def num_params(module: nn.Module) -> int:
-    """Total parameter elements of ``module``, recursively (``P`` in the spec)."""
+    """Total parameter elements of ``module``, recursively (``P`` in docs/formulas.md)."""
     return sum(math.prod(int(d) for d in p.shape) for p in module.parameters())
 
 
@@ -138,12 +139,17 @@ def rf_pointwise(module: nn.Module, x=None, y=None) -> tuple[float, float, float
     return POINTWISE_RF
 
 
+class NotApplicableWarning(UserWarning):
+    """A metric does not apply to a module (a spatial receptive field for attention): the crawler
+    reports it unavailable with a ``metric_not_applicable`` diagnostic, which strict mode accepts."""
+
+
 def rf_undefined(module: nn.Module, reason: str) -> tuple[float, float, float]:
     """Warn that a spatial receptive field does not describe ``module`` (the crawler reports it
-    unavailable) and return the neutral triple."""
+    unavailable, as not applicable) and return the neutral triple."""
     warnings.warn(
         f"Receptive field is not defined for {type(module).__name__}: {reason}",
-        UserWarning,
+        NotApplicableWarning,
         stacklevel=4,
     )
     return POINTWISE_RF

@@ -24,6 +24,8 @@ aten = torch.ops.aten
 REGISTRY: dict[Any, Callable[..., int]] = {}
 #: packet name ("aten.relu") -> family module name, for the documentation and the tests.
 FAMILY: dict[str, str] = {}
+#: packets whose PyTorch formula is wrong and which this project's formula replaces.
+CORRECTIONS: set[Any] = set()
 
 Shape = torch.Size
 
@@ -38,8 +40,14 @@ def packets(names: Sequence[str]) -> list[Any]:
     return found
 
 
-def register(*names: str, family: str | None = None) -> Callable[[Callable[..., int]], Callable[..., int]]:
-    """Register a formula for the packets ``aten.<name>`` (names absent from this torch are skipped)."""
+def register(
+    *names: str, family: str | None = None, corrects_pytorch: bool = False
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Register a formula for the packets ``aten.<name>`` (names absent from this torch are skipped).
+
+    ``corrects_pytorch``: PyTorch has a formula for these packets, and it is wrong; ours replaces it
+    (its docstring must say what PyTorch gets wrong).
+    """
 
     def deco(fn: Callable[..., int]) -> Callable[..., int]:
         fam = family or fn.__module__.rsplit(".", 1)[-1]
@@ -48,9 +56,30 @@ def register(*names: str, family: str | None = None) -> Callable[[Callable[..., 
                 raise RuntimeError(f"duplicate operator formula for {packet}")
             REGISTRY[packet] = fn
             FAMILY[str(packet)] = fam
+            if corrects_pytorch:
+                CORRECTIONS.add(packet)
         return fn
 
     return deco
+
+
+def describe(formula: Callable[..., int], name: str, doc: str) -> Callable[..., int]:
+    """Give a formula made by a factory its name (``max_pool2d_flop``) and its docstring (the
+    formula and its source: the contract tests read every registered formula's docstring)."""
+    formula.__doc__ = doc
+    formula.__name__ = formula.__qualname__ = name
+    return formula
+
+
+def per_element(count: int, names: tuple[str, ...], definition: str, *, family: str, source: str) -> None:
+    """Register, for the operators ``names``, the formula ``count`` FLOPs per output element
+    (``definition`` says which operations; ``source`` where the definition comes from)."""
+
+    def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return count * out_numel(out_shape)
+
+    doc = f"{count} FLOP(s) per output element: {definition}. Source: {source}."
+    register(*names, family=family)(describe(formula, f"{names[0]}_flop", doc))
 
 
 def numel(shape: Any) -> int:
@@ -102,27 +131,3 @@ def expand_ints(value: Any, ndim: int, default: int | None = None) -> list[int]:
     if len(values) == 1:
         return values * ndim
     return values
-
-
-def reduced_rows(shape: torch.Size, dims: Any) -> tuple[int, int]:
-    """(N, R): elements of ``shape`` and the number of independent reductions over ``dims``.
-
-    ``dims`` is an int, a list of ints, or None/empty for a full reduction.
-    """
-    n = math.prod(shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return n, 1 if n else 0
-    if isinstance(dims, int):
-        dims = [dims]
-    ndim = len(shape)
-    if ndim == 0:
-        return n, n
-    size = 1
-    for d in {int(d) % ndim for d in dims}:
-        size *= shape[d]
-    return n, (n // size if size else 0)
-
-
-def formula_doc(fn: Callable[..., int], doc: str) -> Callable[..., int]:
-    fn.__doc__ = doc
-    return fn

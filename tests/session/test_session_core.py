@@ -1,12 +1,10 @@
 """Scheduler, cache and settings: the server's plumbing, without a client."""
 
 import asyncio
-import logging
 
-from torchscan_lsp.server.app import LateCancelFilter
-from torchscan_lsp.server.cache import ResultCache, job_key
-from torchscan_lsp.server.scheduler import Scheduler
-from torchscan_lsp.server.settings import InlayHintSettings, Settings, resolve
+from torchscan_lsp.session.cache import ResultCache, job_key
+from torchscan_lsp.session.scheduler import Scheduler
+from torchscan_lsp.session.settings import InlayHintSettings, Settings, resolve
 
 
 async def test_newer_job_cancels_older_and_limit_holds():
@@ -73,13 +71,3 @@ def test_settings_precedence_and_bad_values():
     assert problems == ["setting torchscan.maxWorkers must be a positive integer, got 'many'"]
     assert settings.inlayHints == InlayHintSettings(shapes=False)
     assert resolve(None, {"python": None})[0].python is None
-
-
-def test_late_cancellations_are_not_logged_but_other_warnings_are():
-    def record(message, *args):
-        return logging.LogRecord("pygls.protocol.json_rpc", logging.WARNING, "json_rpc.py", 347, message, args, None)
-
-    late = LateCancelFilter()
-    # pygls's words for a $/cancelRequest that arrived after the answer
-    assert not late.filter(record('Cancel notification for unknown message id "%s"', 3))
-    assert late.filter(record("Ignoring notification for unknown method %r", "foo/bar"))
