@@ -280,7 +280,7 @@ def test_memory_lens_after_measuring():
     memory = {"device": "cpu", "metric": "pytorch_tensor_bytes", "baseline_bytes": 1 << 20,
               "peak_bytes": 4 << 20, "delta_bytes": 3 << 20}
     lens = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state(measurements={"memory": memory})])[0]
-    assert lens.command.title == "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs · peak memory +3.0 MiB"
+    assert lens.command.title == "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs · peak memory +3.00 MiB"
 
 
 def _seconds(value):
