@@ -30,6 +30,7 @@ from torch import nn
 
 from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
+from torchscan_lsp.engine.module_info import named_modules
 from torchscan_lsp.engine.module_metrics import call_failed
 from torchscan_lsp.engine.operator_counter import OperatorCounter
 from torchscan_lsp.engine.operator_metrics import (
@@ -71,7 +72,8 @@ def run_forward(
     *,
     eval_mode: bool = True,
 ) -> None:
-    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter.
+    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter; then
+    count the records' parameters (:meth:`CallRecorder.count_parameters`).
 
     With ``eval_mode`` the model is put in evaluation mode for the call (``module.eval()``, skipped
     when no module is training); every module's ``training`` flag is restored by assignment
@@ -95,6 +97,7 @@ def run_forward(
         for submodule, flag in flags:
             if submodule.training is not flag:
                 submodule.training = flag
+    recorder.count_parameters()
 
 
 def _collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,7 +139,7 @@ def record_pass(
     ``torch.no_grad()``; ``eval_mode`` as in :func:`run_forward`. An exception of the forward
     propagates unchanged, after every observer was told the calls ended.
     """
-    named = list(module.named_modules())
+    named = named_modules(module)
     recorder = CallRecorder(module, named=named, observers=observers)
     inputs = PreparedInputs(tuple(args), dict(kwargs or {}), {})
     run_forward(module, inputs, recorder, None, [m for _, m in named], eval_mode=eval_mode)
@@ -180,7 +183,7 @@ def crawl_module(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
-    named = list(module.named_modules())
+    named = named_modules(module)
     parameters, buffers = _tensors(named)
     context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
