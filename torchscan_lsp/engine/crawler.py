@@ -30,7 +30,7 @@ from torch import nn
 
 from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
-from torchscan_lsp.engine.module_info import named_modules
+from torchscan_lsp.engine.module_info import ModelScan
 from torchscan_lsp.engine.module_metrics import call_failed
 from torchscan_lsp.engine.operator_counter import OperatorCounter
 from torchscan_lsp.engine.operator_metrics import (
@@ -45,22 +45,6 @@ from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerRep
 from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
 
 __all__ = ["crawl_module", "record_pass", "run_forward"]
-
-
-def _tensors(named: list[tuple[str, nn.Module]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """``module.parameters()`` and ``module.buffers()`` (same order, shared tensors once) in one pass."""
-    parameters: list[torch.Tensor] = []
-    buffers: list[torch.Tensor] = []
-    seen: set[int] = set()
-    for _, submodule in named:
-        for found, table in ((parameters, submodule._parameters), (buffers, submodule._buffers)):
-            if not table:
-                continue
-            for tensor in table.values():
-                if tensor is not None and id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    found.append(tensor)
-    return parameters, buffers
 
 
 def run_forward(
@@ -80,11 +64,12 @@ def run_forward(
     afterwards (so no ``train()`` override runs and BatchNorm statistics stay as they were), even
     when the forward raises. ``modules``: ``list(module.modules())`` when the caller has it already.
     """
-    flags = [(m, m.training) for m in (module.modules() if modules is None else modules)]
+    modules = list(module.modules()) if modules is None else modules
+    training = [m.training for m in modules]
     handles: list[Any] = []
     try:
         handles = install_hooks(module, recorder)
-        if eval_mode and any(flag for _, flag in flags):
+        if eval_mode and True in training:
             module.eval()
         with torch.no_grad():
             if counter is None:
@@ -94,7 +79,7 @@ def run_forward(
                     module(*inputs.args, **inputs.kwargs)
     finally:
         remove_hooks(handles)
-        for submodule, flag in flags:
+        for submodule, flag in zip(modules, training):
             if submodule.training is not flag:
                 submodule.training = flag
     recorder.count_parameters()
@@ -139,10 +124,10 @@ def record_pass(
     ``torch.no_grad()``; ``eval_mode`` as in :func:`run_forward`. An exception of the forward
     propagates unchanged, after every observer was told the calls ended.
     """
-    named = named_modules(module)
-    recorder = CallRecorder(module, named=named, observers=observers)
+    scan = ModelScan(module)
+    recorder = CallRecorder(module, infos=scan.infos, observers=observers)
     inputs = PreparedInputs(tuple(args), dict(kwargs or {}), {})
-    run_forward(module, inputs, recorder, None, [m for _, m in named], eval_mode=eval_mode)
+    run_forward(module, inputs, recorder, None, [m for _, m in scan.named], eval_mode=eval_mode)
     return recorder.layers  # type: ignore[return-value]
 
 
@@ -183,8 +168,8 @@ def crawl_module(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
-    named = named_modules(module)
-    parameters, buffers = _tensors(named)
+    scan = ModelScan(module)
+    parameters, buffers = scan.parameters, scan.buffers
     context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
     # follows the data flow: cumulative receptive field, container work, token dependencies
@@ -195,7 +180,7 @@ def crawl_module(
         module,
         evaluate=tracker.evaluate if tracker is not None else None,
         on_failure=call_failed if full else None,
-        named=named,
+        infos=scan.infos,
         observers=observers,
         counting=full,
     )
@@ -203,7 +188,7 @@ def crawl_module(
     recorder.counter = counter
     if tracker is not None:
         tracker.attach(recorder, counter)
-    run_forward(module, inputs, recorder, counter, [m for _, m in named])
+    run_forward(module, inputs, recorder, counter, [m for _, m in scan.named])
 
     layers = recorder.layers
     if counter is not None:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders", "type_name"]
+__all__ = ["ModelScan", "ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders", "type_name"]
 
 #: Stock Transformer modules measured as one unit when their ``forward`` is the stock one.
 _TRANSFORMERS = (
@@ -189,34 +189,55 @@ def named_modules(root: nn.Module) -> list[tuple[str, nn.Module]]:
         children = module._modules
         if children:
             prefix = f"{path}." if path else ""
-            stack.extend((prefix + name, child) for name, child in reversed(children.items()) if child is not None)
+            stack.extend([(prefix + name, child) for name, child in reversed(children.items()) if child is not None])
     return found
 
 
-def module_infos(root: nn.Module, named: list[tuple[str, nn.Module]] | None = None) -> dict[int, ModuleInfo]:
-    """Every module of ``root``, keyed by ``id``, in ``named_modules()`` order (module docstring).
+class ModelScan:
+    """One pass over a model: its modules in ``named_modules()`` order, their :class:`ModuleInfo`
+    by ``id``, and its parameters and buffers as ``parameters()``/``buffers()`` give them (each
+    tensor once, in the same order)."""
 
-    ``named``: ``named_modules(root)`` when the caller has it already.
-    """
-    base = type(root).__name__
-    infos: dict[int, ModuleInfo] = {}
-    # paths of the metric leaves met so far, as prefixes: their descendants are not recorded
-    covered: list[str] = []
-    for path, module in named_modules(root) if named is None else named:
-        children = module._modules
-        type_label, script, unit, quantized = _class_facts(type(module))
-        leaf = _is_leaf(module, children, script, unit)
-        while covered and not path.startswith(covered[-1]):
-            covered.pop()
-        recorded = not covered
-        if children and leaf:
-            covered.append(f"{path}." if path else "")
-        packed = packed_holders(module) if quantized else ()
-        if path:
-            name, depth, label = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}"
-        else:
-            name, depth, label = base.lower(), 0, base
-        recurse = script or (leaf and bool(children))
-        tensors = bool(recurse or module._parameters or module._buffers or packed)
-        infos[id(module)] = ModuleInfo(path, name, depth, type_label, leaf, recorded, script, recurse, tensors, packed, label)
-    return infos
+    __slots__ = ("named", "infos", "parameters", "buffers")
+
+    def __init__(self, root: nn.Module) -> None:
+        self.named = named_modules(root)
+        self.infos: dict[int, ModuleInfo] = {}
+        self.parameters: list[torch.Tensor] = []
+        self.buffers: list[torch.Tensor] = []
+        base = type(root).__name__
+        infos, parameters, buffers, seen = self.infos, self.parameters, self.buffers, set()
+        class_facts = _CLASS_FACTS.get
+        # paths of the metric leaves met so far, as prefixes: their descendants are not recorded
+        covered: list[str] = []
+        for path, module in self.named:
+            children, own_parameters, own_buffers = module._modules, module._parameters, module._buffers
+            cls = type(module)
+            type_label, script, unit, quantized = class_facts(cls) or _class_facts(cls)
+            leaf = (not children or unit or _is_leaf(module, children, script, unit)) and not script
+            while covered and not path.startswith(covered[-1]):
+                covered.pop()
+            recorded = not covered
+            if children and leaf:
+                covered.append(f"{path}." if path else "")
+            packed = packed_holders(module) if quantized else ()
+            if path:
+                name, depth, label = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}"
+            else:
+                name, depth, label = base.lower(), 0, base
+            recurse = script or (leaf and bool(children))
+            tensors = bool(recurse or own_parameters or own_buffers or packed)
+            infos[id(module)] = ModuleInfo(
+                path, name, depth, type_label, leaf, recorded, script, recurse, tensors, packed, label
+            )
+            for table, found in ((own_parameters, parameters), (own_buffers, buffers)):
+                if table:
+                    for tensor in table.values():
+                        if tensor is not None and id(tensor) not in seen:
+                            seen.add(id(tensor))
+                            found.append(tensor)
+
+
+def module_infos(root: nn.Module) -> dict[int, ModuleInfo]:
+    """Every module of ``root``, keyed by ``id``, in ``named_modules()`` order (module docstring)."""
+    return ModelScan(root).infos

@@ -78,7 +78,7 @@ class CallRecorder:
         root: the analysed model.
         evaluate: called in the forward hook of every metric-leaf call (``None`` in structure mode).
         on_failure: called for a metric-leaf call that raised (an exception caught by a parent).
-        named: ``module_info.named_modules(root)`` when the caller has it already.
+        infos: ``ModelScan(root).infos`` when the caller has it already.
         observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every call.
         counting: whether an operator counter adds to the active calls (it sets ``counter``, which
             is paused while ``evaluate`` runs).
@@ -90,16 +90,16 @@ class CallRecorder:
         *,
         evaluate: Evaluator | None = None,
         on_failure: FailureHandler | None = None,
-        named: list[tuple[str, nn.Module]] | None = None,
+        infos: dict[int, ModuleInfo] | None = None,
         observers: Any = (),
         counting: bool = False,
     ) -> None:
-        self.infos = module_infos(root, named)
+        self.infos = module_infos(root) if infos is None else infos
         self.layers: list[dict[str, Any]] = []
         self.diagnostics: list[Diagnostic] = []
         self.stats = ParameterStats()
-        #: (module, info) of each record, and the records of containers measured as one unit
-        self.owners: list[tuple[nn.Module, ModuleInfo]] = []
+        #: the call of each record, and the records of containers measured as one unit
+        self.owners: list[Call] = []
         self.units: set[int] = set()
         self.counter: Any = None
         #: the active calls, innermost last; ``frames[0]`` stands for "outside every call"
@@ -166,8 +166,9 @@ class CallRecorder:
                     "metrics": {"calls": {**_CALLS}},
                 }
             )
-            owners.append((module, info))
-            frames.append(Call(module, info, layer, layer, args))
+            call = Call(module, info, layer, layer, args)
+            owners.append(call)
+            frames.append(call)
             for start in starts:
                 start(module, info, layer, args)
 
@@ -261,8 +262,8 @@ class CallRecorder:
         counted by the first call that owns it, as if counted at each call's start), once the pass
         ended: lazy modules have initialised themselves by then, and the hooks stay cheap."""
         stats, layers, units, lazy = self.stats, self.layers, self.units, LazyModuleMixin
-        for index, (module, info) in enumerate(self.owners):
-            record = layers[index]
+        for index, call in enumerate(self.owners):
+            module, info, record = call.module, call.info, layers[index]
             if not info.tensors or (isinstance(module, lazy) and module.has_uninitialized_params()):
                 record["parameters"] = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
                 record["buffers"] = {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
