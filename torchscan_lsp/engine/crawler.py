@@ -39,7 +39,7 @@ from torchscan_lsp.engine.operator_metrics import (
     operator_macs_total,
 )
 from torchscan_lsp.engine.operators import flop_report, not_requested_flop_report
-from torchscan_lsp.engine.param_stats import add_packed_totals
+from torchscan_lsp.engine.param_stats import add_packed_totals, initialized, mark_uninitialized
 from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
 from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
@@ -197,7 +197,8 @@ def crawl_module(
         macs_total = operator_macs_total(recorder)
     else:
         operator_flops, macs_total = not_requested_flop_report(), not_requested_macs_total()
-    totals = {**model_totals(module, parameters, buffers), **forward_totals(layers, operator_flops["total"], mode)}
+    ready = initialized(parameters), initialized(buffers)
+    totals = {**model_totals(module, *ready), **forward_totals(layers, operator_flops["total"], mode)}
     totals["operator_macs"] = macs_total
     report: AnalysisReport = {
         "schema_version": SCHEMA_VERSION,
@@ -208,7 +209,9 @@ def crawl_module(
         "totals": totals,
         "diagnostics": [*recorder.diagnostics, *operator_flops["diagnostics"]],
     }
-    add_packed_totals(report, recorder.infos, module)  # type: ignore[arg-type]
+    add_packed_totals(report, recorder.infos)  # type: ignore[arg-type]
+    if ready[0] is not parameters or ready[1] is not buffers:
+        mark_uninitialized(report, scan.named)  # type: ignore[arg-type]
     if tracker is not None:
         tracker.finish(report)  # type: ignore[arg-type]
     if strict:

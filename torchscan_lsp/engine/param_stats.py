@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin
 
 from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.report import make_diagnostic, metric_result
 
-__all__ = ["ParameterStats", "add_packed_totals", "packed_weights"]
+__all__ = ["ParameterStats", "add_packed_totals", "initialized", "mark_uninitialized", "packed_weights"]
 
 
 def packed_weights(holder: nn.Module) -> list[Any] | None:
@@ -153,7 +154,7 @@ class ParameterStats:
                 stats["shared_with"].extend(owner for owner in added[4] if owner not in stats["shared_with"])
 
 
-def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo], root: nn.Module) -> None:
+def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo]) -> None:
     """Add the model's packed quantized weights to ``parameters``, ``frozen_parameters`` and
     ``parameter_bytes``; a holder that cannot be unpacked makes them partial, with one
     ``packed_parameters`` diagnostic naming the modules by their full class names."""
@@ -191,3 +192,36 @@ def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo], root
                 f"Packed quantized weights could not be unpacked and are not counted: {', '.join(unknown)}.",
             ),
         )
+
+
+def initialized(tensors: list[Any]) -> list[Any]:
+    """``tensors`` without the uninitialised parameters and buffers of lazy modules that never ran."""
+    if not any(isinstance(tensor, UninitializedTensorMixin) for tensor in tensors):
+        return tensors
+    return [tensor for tensor in tensors if not isinstance(tensor, UninitializedTensorMixin)]
+
+
+def mark_uninitialized(report: dict[str, Any], named: list[tuple[str, nn.Module]]) -> None:
+    """Make the parameter and buffer totals partial, with one ``uninitialized_parameters`` diagnostic,
+    when a lazy module never ran (its tensors have no size yet); nothing otherwise."""
+    paths = [
+        f"'{path}'" if path else "the root module"
+        for path, module in named
+        if any(isinstance(t, UninitializedTensorMixin) for t in (*module._parameters.values(), *module._buffers.values()))
+    ]
+    if not paths:
+        return
+    totals = report["totals"]
+    for name in ("parameters", "trainable_parameters", "frozen_parameters", "parameter_bytes", "buffer_elements", "buffer_bytes"):
+        total = totals[name]
+        totals[name] = metric_result(
+            status="partial", known_value=total["known_value"], unit=total["unit"], scope=total["scope"], method=total["method"]
+        )
+    report["diagnostics"].insert(
+        0,
+        make_diagnostic(
+            "uninitialized_parameters",
+            "parameters",
+            f"Lazy modules that never ran have no parameter sizes yet and are not counted: {', '.join(paths)}.",
+        ),
+    )
