@@ -69,8 +69,8 @@ class PassObserver:
 
         Args:
             layer: as in :meth:`call_started`; the record holds the call's input and output
-                metadata and, in full mode, its module-formula metrics (its ``parameters`` and
-                ``buffers`` are filled in when the pass ends, its operator counts after the report).
+                metadata and, in full mode, its module-formula metrics (its ``parameters``,
+                ``buffers``, ``operator_flops`` and ``operator_macs`` are filled in when the pass ends).
             kwargs: the call's keyword arguments (``{}`` when the forward raised: PyTorch passes
                 none to hooks then).
             output: what ``forward`` returned (``None`` when it raised).
