@@ -1,4 +1,4 @@
-"""The installed version of this package, looked up on every call (never cached, spec A.9).
+"""The installed version of this package, looked up on every call (never cached: docs/report-schema.md, `context`).
 
 Finding the distribution scans ``sys.path`` (about a third of a millisecond, a few per cent of a
 small model's analysis), so the *location* of its metadata file is remembered, and every call
