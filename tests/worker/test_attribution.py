@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 import torchscan_lsp.worker.runner as runner_module
-from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
+from torchscan_lsp.worker.attribution import SourceRecorder, Workspace, _OperatorRecorder
 
 from torchscan_lsp.worker.runner import run_job
 
@@ -32,6 +32,19 @@ def line_of(text: str, needle: str) -> int:
 
 def loc(file: str, line: int) -> dict:
     return {"file": file, "line": line}
+
+
+def path_of(result: dict, layer: int | None) -> str | None:
+    """The module path of the report layer a source-map entry names by index."""
+    return None if layer is None else result["report"]["layers"][layer]["path"]
+
+
+def modules_by_path(result: dict) -> dict[str, list[dict]]:
+    """The source map's module entries by the path of the layer they name, in call order."""
+    found: dict[str, list[dict]] = {}
+    for entry in result["source_map"]["modules"]:
+        found.setdefault(path_of(result, entry["layer"]), []).append(entry)
+    return found
 
 
 def run(root: Path, rel: str, target: str, options: dict) -> dict:
@@ -113,9 +126,9 @@ def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_pat
     operators = result["source_map"]["operators"]
     assert operators == [
         {"file": "net.py", "line": line_of(files["net.py"], "y.view"), "operator": "aten.view",
-         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view.", "module": ""},
+         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view.", "layer": 0},
         {"file": "ops.py", "line": line_of(files["ops.py"], "x + x"), "operator": "aten.add",
-         "calls": 1, "flops": 6, "ignored": None, "module": ""},   # Net (the root) was the innermost call
+         "calls": 1, "flops": 6, "ignored": None, "layer": 0},   # Net (the root, layer 0) was the innermost call
     ]
     assert result["imported_files"] == ["net.py", "ops.py"]
 
@@ -142,7 +155,9 @@ def test_shared_module_keeps_its_first_definition(tmp_path):
     text = files["net.py"]
     result = run(tmp_path, "net.py", "Net", {"input_shape": [3]})
     modules = result["source_map"]["modules"]
-    assert [(m["path"], m["call_index"]) for m in modules] == [("", 0), ("first", 0), ("first", 1)]
+    layers = result["report"]["layers"]
+    assert [(layers[m["layer"]]["path"], layers[m["layer"]]["call_index"]) for m in modules] == [
+        ("", 0), ("first", 0), ("first", 1)]
     assert {m["defined_at"]["line"] for m in modules[1:]} == {line_of(text, "self.first = nn.Linear")}
     assert [m["called_at"]["line"] for m in modules[1:]] == [line_of(text, "return self.second")] * 2
 
@@ -170,7 +185,7 @@ def test_modules_built_by_library_code_point_at_the_workspace_line(tmp_path):
     text = files["net.py"]
     result = run(tmp_path, "net.py", "Encoder", {"input_shape": [5, 16]})
     assert result["ok"] is True, result
-    by_path = {m["path"]: m for m in result["source_map"]["modules"]}
+    by_path = {path: entries[0] for path, entries in modules_by_path(result).items()}
     assert by_path["encoder"]["defined_at"] == loc("net.py", line_of(text, "self.encoder ="))
     assert by_path["encoder"]["called_at"] == loc("net.py", line_of(text, "return self.encoder(x)"))
     # The layers are deep copies made inside torch while that line ran (their own submodules were
@@ -243,10 +258,10 @@ def test_operators_from_engine_code_are_not_the_models(tmp_path):
     exec(
         compile(
             "import sys\n"
-            "def formula(recorder):\n"
-            "    return recorder.operator_location(sys._getframe())\n"
-            "def __torch_dispatch__(recorder):\n"
-            "    return recorder.operator_location(sys._getframe())\n",
+            "def formula(mode):\n"
+            "    return mode._model_work(sys._getframe())\n"
+            "def __torch_dispatch__(mode):\n"
+            "    return mode._model_work(sys._getframe())\n",
             str(engine_dir / "formulas" / "stand_in.py"),
             "exec",
         ),
@@ -256,8 +271,9 @@ def test_operators_from_engine_code_are_not_the_models(tmp_path):
     model_file.write_text("def forward(f, recorder):\n    return f(recorder)\n")
     exec(compile(model_file.read_text(), str(model_file), "exec"), namespace)
     recorder = SourceRecorder(Workspace(tmp_path))
-    assert namespace["forward"](namespace["formula"], recorder) is None
-    assert namespace["forward"](namespace["__torch_dispatch__"], recorder) == {"file": "net.py", "line": 2}
+    mode = _OperatorRecorder(recorder.observer(torch.nn.Identity()), [], None)
+    assert namespace["forward"](namespace["formula"], mode) is False
+    assert namespace["forward"](namespace["__torch_dispatch__"], mode) is True
 
 
 def test_operators_name_the_innermost_module_call(tmp_path):
@@ -293,7 +309,7 @@ def test_operators_name_the_innermost_module_call(tmp_path):
     by_line: dict[tuple[int, str], set] = {}
     for o in result["source_map"]["operators"]:
         assert o["file"] == "blocks.py"
-        by_line.setdefault((o["line"], o["operator"]), set()).add((o["module"], o["calls"]))
+        by_line.setdefault((o["line"], o["operator"]), set()).add((path_of(result, o["layer"]), o["calls"]))
     residual = line_of(files["blocks.py"], "out + x")
     linear = line_of(files["blocks.py"], "self.fc(x)")
     # the residual ran in each Res's own forward (Sequential's children "0" and "1"), once each;

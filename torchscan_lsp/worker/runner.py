@@ -148,7 +148,8 @@ class _Job:
         source = self.source = self._source()
         self._find_target(source)
         options = self._options()
-        self.recorder = SourceRecorder(self.workspace, barrier=self.barrier)
+        # the text that runs is the one lines are read from (an unsaved buffer differs from the disk)
+        self.recorder = SourceRecorder(self.workspace, barrier=self.barrier, sources={str(self.file): source})
 
         module = self._import(scope, source)
         factory = self._lookup(module)
