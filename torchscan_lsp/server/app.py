@@ -100,7 +100,7 @@ class TorchscanServer(LanguageServer):
 
     def states_for(self, document: Document) -> list[TargetState]:
         """Target states that annotate ``document`` (own targets first)."""
-        return self.analyzer.store.states_for_file(document.root, document.rel)
+        return self.analyzer.store.states_for_file(document.root, document.rel, document.path)
 
     # settings ----------------------------------------------------------------------------------
 

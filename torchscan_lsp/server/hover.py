@@ -152,28 +152,36 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
 
 
 def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None,
-                client: str | None = None) -> str | None:
+                client: str | None = None, path: str | None = None) -> str | None:
     """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``.
 
     ``current`` is the document's lines now: each result's lines are mapped onto them, so a hover
     follows unsaved edits and says nothing on a line that changed. ``None`` takes the lines as
-    analysed. ``client`` is the editor's name (see :func:`untrusted_message`).
+    analysed. ``client`` is the editor's name (see :func:`untrusted_message`). ``path`` is the
+    document's absolute path, by which a result names a library file (:meth:`TargetState.name_for`).
     """
     for state in states:
         if state.key.file == rel and state.line == line:
             return target_card(state, client)
     for state in states:
         view = state.view
-        info = state.line_info(rel, line, current)
+        info = state.line_info(state.name_for(rel, path), line, current)
         if info is None:
             continue
         parts = [STALE_NOTE] if state.stale or state.error is not None else []
         if info.defined:
             parts.append(module_card(view, info.defined))
+        elif info.instances:
+            parts.append(module_card(view, info.instances))
         if info.called:
             calls = outermost(info.called)
             outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
             parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
+        elif info.output is not None:
+            owner = info.output.get("path")
+            parts.append(f"Output: {labels.shape(info.output.get('output'))}, from `{info.output.get('operator')}`, the last "
+                         "operator this line dispatched in its first run"
+                         + (f" (in the call of `{owner or '(root)'}`)" if owner is not None else ""))
         if info.operators:
             parts.append(operators_card(view, info.operators))
         if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
@@ -191,7 +199,8 @@ def register(server) -> None:
         if document is None:
             return None
         lines = ls.lines(document)
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client_name)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client_name,
+                           document.path)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

@@ -83,6 +83,15 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
 
 
+def output_label(info) -> tuple[str, str]:
+    """Label and tooltip of a line that computed without calling a module: the output of the last
+    operator it dispatched in its first execution (``→ (1, 2, 8, 8)``)."""
+    entry = info.output
+    where = f" in the call of `{entry['path'] or '(root)'}`" if entry.get("path") is not None else ""
+    return (labels.shape_label(entry.get("output")),
+            f"Output of `{entry.get('operator')}`, the last operator this line dispatched in its first run{where}")
+
+
 def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
     """Summed per-layer latency (a metric in seconds) of the module calls under ``paths``, from
     the target's last "Measure latency" (``measurements.layer_latency``); ``None`` without one."""
@@ -97,11 +106,12 @@ def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
-                      first_line: int = 1, last_line: int | None = None) -> list[types.InlayHint]:
-    """Inlay hints for workspace-relative file ``rel`` between 1-based lines (inclusive).
+                      first_line: int = 1, last_line: int | None = None, path: str | None = None) -> list[types.InlayHint]:
+    """Inlay hints for workspace-relative file ``rel`` (absolute ``path``) between 1-based lines (inclusive).
 
     ``states`` are ordered by priority (:meth:`Store.states_for_file`): when several targets
-    annotate the same line with the same kind of hint, the first one's hint is shown.
+    annotate the same line with the same kind of hint, the first one's hint is shown. A state whose
+    model ran through the file as a library file names it by ``path`` (:meth:`TargetState.name_for`).
     """
     last_line = last_line or len(lines.lines)
     taken: set[tuple[int, str]] = set()
@@ -120,17 +130,25 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
         if settings.totals and state.key.file == rel:
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
                                                      _tooltip(state, totals_tooltip(view)), stale))
-        for line, info in sorted(state.lines_in(rel, lines.lines).items()):
+        name = state.name_for(rel, path)
+        for line, info in sorted(state.lines_in(name, lines.lines).items()):
             # The root module's cost is what the totals hint on the target line already says.
             defined = [p for p in info.defined if p]
             if settings.modules and defined:
                 label, tip = module_label(view, defined)
+                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            own_line = name == state.key.file and line == state.line
+            if settings.modules and info.instances and not own_line:
+                label, tip = module_label(view, info.instances)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
+                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            elif settings.shapes and info.output is not None:
+                label, tip = output_label(info)
                 add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
     return hints
 
@@ -153,6 +171,6 @@ def register(server) -> None:
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints))
+                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints, path=document.path))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]

@@ -1,9 +1,11 @@
 """A worker result, indexed by source line.
 
-The worker returns the engine report plus a source map (see docs/architecture.md): which
-workspace line defined and which line called each module call, and which operators each line ran.
+The worker returns the engine report plus a source map (see docs/architecture.md): which lines
+defined and which lines called each module call, which operators each line ran, what each line
+computed, and where the model's classes are, every entry naming its report layer by index.
 :class:`ResultView` joins the two once, so that inlay hints, hovers and diagnostics for any line of
-any workspace file are dictionary look-ups.
+any file the model ran through (workspace files by relative path, library files by absolute path)
+are dictionary look-ups.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 Site = tuple[str, int]
-"""A workspace-relative file path (``/`` separators) and a 1-based line number."""
+"""A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
@@ -36,12 +38,23 @@ class LineInfo:
         operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``),
             one per operator (the worker's entries per innermost module summed).
         diagnostics: report diagnostics attributed to this line.
+        output: what the line computed in its first execution, from the operators it dispatched
+            (the source map's ``outputs`` entry: ``output`` metadata, ``operator``, ``layer``, and
+            ``path``, the module whose ``forward`` ran the line), or None.
+        instances: on a ``class`` line, the module paths of the class's instances in the model.
     """
 
     defined: list[str] = field(default_factory=list)
     called: list[LayerKey] = field(default_factory=list)
     operators: list[dict] = field(default_factory=list)
     diagnostics: list[dict] = field(default_factory=list)
+    output: dict | None = None
+    instances: list[str] = field(default_factory=list)
+
+
+def is_library(file: str) -> bool:
+    """Whether a result's file name is a library file's (absolute) rather than a workspace file's."""
+    return file.startswith("/") or file[1:3] == ":/"
 
 
 def aggregate(metrics: Iterable[Mapping[str, Any] | None], unit: str) -> dict:
@@ -84,15 +97,15 @@ class ResultView:
 
     @functools.cached_property
     def files(self) -> frozenset[str]:
-        """Workspace-relative paths of every file this result has something to say about."""
+        """Every file this result has something to say about (workspace-relative, or absolute)."""
         return frozenset(site[0] for site in self.lines) | frozenset(self.result.get("imported_files") or [])
 
     def line(self, file: str, line: int) -> LineInfo | None:
-        """The information for ``file`` (workspace-relative) at 1-based ``line``, or ``None``."""
+        """The information for ``file`` (as :attr:`files` names it) at 1-based ``line``, or ``None``."""
         return self.lines.get((file, line))
 
     def lines_in(self, file: str) -> dict[int, LineInfo]:
-        """All annotated lines of one workspace-relative file, by 1-based line number."""
+        """All annotated lines of one file (as :attr:`files` names it), by 1-based line number."""
         return {line: info for (name, line), info in self.lines.items() if name == file}
 
     def subtree(self, paths: Iterable[str]) -> list[dict]:
@@ -151,18 +164,41 @@ class ResultView:
         """Report diagnostics with no workspace line (shown on the target's own line)."""
         return list(self._unattributed)
 
+    def _layer_key(self, entry: Mapping[str, Any]) -> LayerKey | None:
+        """The report layer a source-map entry names: by its ``layer`` index (or, from a worker
+        that predates the index, by ``path`` and ``call_index``); None for a layer not in the report."""
+        index = entry.get("layer")
+        if isinstance(index, int):
+            if 0 <= index < len(self.layers):
+                layer = self.layers[index]
+                return layer["path"], layer.get("call_index", 0)
+            return None
+        if "path" in entry:
+            return entry["path"], entry.get("call_index", 0)
+        return None
+
     def _index_source_map(self, source_map: Mapping[str, Any]) -> None:
         for entry in source_map.get("modules") or []:
-            key = (entry.get("path", ""), entry.get("call_index", 0))
+            key = self._layer_key(entry)
+            if key is None:
+                continue
             self.module_entries[key] = entry
-            defined = entry.get("defined_at")
-            if defined and defined.get("file") and defined.get("line"):
-                info = self.lines[(defined["file"], int(defined["line"]))]
-                if key[0] not in info.defined:
-                    info.defined.append(key[0])
-            called = entry.get("called_at")
-            if called and called.get("file") and called.get("line") and key in self.by_key:
-                self.lines[(called["file"], int(called["line"]))].called.append(key)
+            for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
+                if defined and defined.get("file") and defined.get("line"):
+                    info = self.lines[(defined["file"], int(defined["line"]))]
+                    if key[0] not in info.defined:
+                        info.defined.append(key[0])
+            if key in self.by_key:
+                for called in [entry.get("called_at"), *(entry.get("library_called_at") or [])]:
+                    if called and called.get("file") and called.get("line"):
+                        self.lines[(called["file"], int(called["line"]))].called.append(key)
+        for entry in source_map.get("outputs") or []:
+            if entry.get("file") and entry.get("line") and entry.get("output"):
+                owner = self._layer_key(entry)
+                self.lines[(entry["file"], int(entry["line"]))].output = {**entry, "path": owner[0] if owner else None}
+        for entry in source_map.get("classes") or []:
+            if entry.get("file") and entry.get("line") and entry.get("paths"):
+                self.lines[(entry["file"], int(entry["line"]))].instances = list(entry["paths"])
         # (file, line, operator) -> the line's entry; module path -> the operators that ran while
         # its call was the innermost, with their sites
         merged: dict[tuple[str, int, str], dict] = {}
@@ -171,12 +207,13 @@ class ResultView:
             if not (entry.get("file") and entry.get("line")):
                 continue
             site = (entry["file"], int(entry["line"]))
-            if entry.get("module") is not None:
-                self._ops_by_module[entry["module"]].append((site, entry))
+            layer = self._layer_key(entry) if "layer" in entry else None
+            module = layer[0] if layer is not None else entry.get("module")
+            if module is not None:
+                self._ops_by_module[module].append((site, entry))
             key = (*site, entry.get("operator"))
             if key not in merged:
-                merged[key] = dict(entry)
-                merged[key].pop("module", None)
+                merged[key] = {name: value for name, value in entry.items() if name not in ("module", "layer")}
                 self.lines[site].operators.append(merged[key])
                 continue
             # one line, one operator, several innermost modules (a helper shared by modules)
@@ -236,5 +273,5 @@ class ResultView:
                 sites = self._operator_sites(diagnostic["operator"])
             for site in sites:
                 self.lines[site].diagnostics.append(diagnostic)
-            if not sites:
+            if not any(not is_library(file) for file, _ in sites):  # no workspace line shows it
                 self._unattributed.append(diagnostic)
