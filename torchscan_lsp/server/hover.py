@@ -111,6 +111,8 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     parts.append(
         f"Parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable, {summary['frozen']:,} frozen, "
         f"{labels.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
+        + (f"; {summary['shared_elements']:,} parameters shared with "
+           f"{', '.join(f'`{p}`' for p in summary['shared_with'])} (counted there)" if summary.get("shared_elements") else "")
     )
     inputs = first.get("input", {}).get("args") or []
     parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"

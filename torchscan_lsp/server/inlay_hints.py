@@ -45,6 +45,19 @@ def totals_tooltip(view: ResultView) -> str:
     return "\n".join(rows)
 
 
+def params_text(summary: dict) -> str:
+    """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
+    for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""
+    if not summary.get("shared_elements"):
+        return labels.params(summary["parameters"])
+    owners = summary["shared_with"]
+    names = ", ".join(owners[:2]) + (" …" if len(owners) > 2 else "")
+    shared = labels.number(summary["shared_elements"])
+    if summary["parameters"]:
+        return f"{labels.params(summary['parameters'])} + {shared} shared with {names}"
+    return f"{labels.params(summary['shared_elements'])} shared with {names}"
+
+
 def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     """Label and tooltip of a definition line that built the modules at ``paths``.
 
@@ -53,14 +66,16 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
-    label = labels.SEPARATOR.join([labels.params(summary["parameters"]), labels.metric(summary["module_flops"], "FLOPs")])
+    label = labels.SEPARATOR.join([params_text(summary), labels.metric(summary["module_flops"], "FLOPs")])
     types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
         label = f"{count}{labels.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
+    shared = (f"; {summary['shared_elements']:,} more shared with {', '.join(f'`{p}`' for p in summary['shared_with'])}"
+              if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
-               f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
+               f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
                f"- module FLOPs: {labels.metric(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
                f"- MACs: {labels.metric(summary['macs'], 'MACs')} ({summary['macs']['status']})")
     return label, tooltip

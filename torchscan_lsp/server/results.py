@@ -120,8 +120,11 @@ class ResultView:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
 
         Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
-        "module_flops", "macs", "dmas"}``: counts are ints (each tensor counted once, as in the
-        report), work entries are aggregated metric objects over every call of every leaf.
+        "shared_elements", "shared_with", "module_flops", "macs", "dmas"}``: counts are ints (each
+        tensor counted once, as in the report), work entries are aggregated metric objects over
+        every call of every leaf. ``shared_elements`` are the parameters of these modules that the
+        report counted under other modules (``shared_with``, their paths): a head tied to an
+        embedding has 0 parameters of its own and the embedding's elements shared.
         """
         key = tuple(paths)
         if key in self._summaries:
@@ -135,6 +138,7 @@ class ResultView:
             "frozen": frozen,
             "parameter_bytes": sum(layer.get("parameters", {}).get("bytes", 0) for layer in layers),
             "buffer_elements": sum(layer.get("buffers", {}).get("elements", 0) for layer in layers),
+            **self._shared(layers),
         }
         units = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
         for name in _COUNTED:
@@ -144,6 +148,22 @@ class ResultView:
             )
         self._summaries[key] = summary
         return summary
+
+    @staticmethod
+    def _shared(layers: list[dict]) -> dict[str, Any]:
+        """Parameters of ``layers`` counted under modules outside them (each module's first call:
+        a second call of a module shares its tensors with its own first one, which says nothing)."""
+        inside = {layer["path"] for layer in layers}
+        elements, owners, seen = 0, [], set()
+        for layer in layers:
+            stats = layer.get("parameters", {})
+            others = [owner for owner in stats.get("shared_with") or [] if owner not in inside]
+            if layer["path"] in seen or not others or len(others) != len(stats.get("shared_with") or []):
+                continue
+            seen.add(layer["path"])
+            elements += stats.get("shared_elements", 0)
+            owners += [owner for owner in others if owner not in owners]
+        return {"shared_elements": elements, "shared_with": owners}
 
     def call_sites(self, paths: Iterable[str]) -> list[Site]:
         """The distinct workspace lines that called the modules at ``paths``, in first-call order."""
