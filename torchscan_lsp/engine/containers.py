@@ -4,7 +4,7 @@ Module formulas count metric-leaf calls. An operator that runs while a *containe
 active module — outside every child call — is work no formula sees: ``x + g·block(x)``, a residual
 ``out += identity``, functional ``F.scaled_dot_product_attention``, ``q @ k.transpose(-2, -1)``,
 ``torch.einsum``, the body of a scripted submodule (which global hooks do not enter). The crawler
-records such operators per container call (``paths.ExecutionPaths``); this module turns them into
+records such operators per container call (``dataflow_tracker.DataFlowTracker``); this module turns them into
 diagnostics and into the status of the module-formula totals:
 
 * any *work* (an operator not on the ignore list of views, data movement, allocation and creation)
@@ -35,7 +35,7 @@ _MATMUL_FAMILIES = ("matmul", "attention", "recurrent")
 
 def is_work(name: str) -> bool:
     """Whether operator ``name`` (``aten.add_``) does arithmetic (it is not on the ignore list)."""
-    from torchscan_lsp.engine.operators import IGNORED_OPERATORS
+    from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS
 
     return name not in IGNORED_OPERATORS
 

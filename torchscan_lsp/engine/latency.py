@@ -50,6 +50,7 @@ from torchscan_lsp.engine._measuring import (
     tensor_dtypes,
 )
 from torchscan_lsp.engine.inputs import call_meta, value_meta
+from torchscan_lsp.engine.module_info import ModuleInfo, module_infos
 from torchscan_lsp.engine.report import (
     METHOD_NOT_REQUESTED,
     SCHEMA_VERSION,
@@ -485,10 +486,6 @@ def _rng_states(device_name: str) -> list[torch.Tensor]:
     return states
 
 
-def _is_metric_leaf(module: nn.Module) -> bool:
-    return next(module.children(), None) is None or isinstance(module, nn.MultiheadAttention)
-
-
 def _stateful_reason(module: nn.Module) -> str | None:
     """Modules known to change state when called, judged before anything is replayed."""
     from torch.nn.modules.batchnorm import _BatchNorm
@@ -508,10 +505,10 @@ class _Call:
         "versions", "attributes", "rng", "child_calls", "input_meta", "reason",
     )  # fmt: skip
 
-    def __init__(self, seq: int, path: str, call_index: int, module: nn.Module) -> None:
-        self.seq, self.path, self.call_index, self.module = seq, path, call_index, module
-        self.type = type(module).__name__
-        self.leaf = _is_metric_leaf(module)
+    def __init__(self, seq: int, info: ModuleInfo, call_index: int, module: nn.Module) -> None:
+        self.seq, self.path, self.call_index, self.module = seq, info.path, call_index, module
+        self.type = info.type
+        self.leaf = info.leaf
         self.args: Any = None
         self.kwargs: Any = None
         self.capture_error: str | None = None
@@ -524,9 +521,8 @@ class _Recorder:
     """Global module hooks that copy each module call's inputs (one forward, no per-module hooks)."""
 
     def __init__(self, model: nn.Module, device_name: str) -> None:
-        self.paths: dict[int, str] = {}
-        for name, module in model.named_modules():
-            self.paths.setdefault(id(module), name)
+        # the engine's leaf rule: calls below a metric leaf are part of it, never units of their own
+        self.infos = {key: info for key, info in module_infos(model).items() if info.recorded}
         self.device_name = device_name
         self.counts: dict[int, int] = {}
         self.stack: list[_Call] = []
@@ -534,14 +530,14 @@ class _Recorder:
         self.seq = 0
 
     def pre_hook(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        path = self.paths.get(id(module))
-        if path is None:
+        info = self.infos.get(id(module))
+        if info is None:
             return
         call_index = self.counts.get(id(module), 0)
         self.counts[id(module)] = call_index + 1
         if self.stack:
             self.stack[-1].child_calls += 1
-        call = _Call(self.seq, path, call_index, module)
+        call = _Call(self.seq, info, call_index, module)
         self.seq += 1
         try:
             call.args = _copy_tree(tuple(args))
@@ -554,7 +550,7 @@ class _Recorder:
         self.stack.append(call)
 
     def post_hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-        if id(module) not in self.paths:
+        if id(module) not in self.infos:
             return
         index = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i].module is module), None)
         if index is None:

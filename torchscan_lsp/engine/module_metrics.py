@@ -18,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from torchscan_lsp.engine.inputs import first_tensor
-from torchscan_lsp.engine.recorder import Target
+from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.report import METHOD_MODULE_FORMULA, Diagnostic, make_diagnostic, metric_result
 
 __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
@@ -208,7 +208,7 @@ def _mark_unavailable(record: dict, diagnostics: list[Diagnostic], code: str, me
 
 def evaluate_call(
     module: nn.Module,
-    target: Target,
+    info: ModuleInfo,
     args: tuple,
     kwargs: dict[str, Any],
     output: Any,
@@ -216,14 +216,14 @@ def evaluate_call(
     diagnostics: list[Diagnostic],
 ) -> None:
     """Add module-formula metrics to ``record`` and their diagnostics to ``diagnostics``."""
-    path = target.path
-    if target.script:
+    path = info.path
+    if info.script:
         _mark_unavailable(
             record,
             diagnostics,
             "unsupported_script_module",
             f"ScriptModule calls cannot be hooked or measured by module formulas "
-            f"({getattr(module, 'original_name', target.type)}); its operators are still counted in "
+            f"({getattr(module, 'original_name', info.type)}); its operators are still counted in "
             "operator_flops.",
             path,
         )
@@ -290,7 +290,7 @@ def evaluate_call(
         metrics[name] = _complete(_plain(value), "elements")
 
 
-def call_failed(target: Target, record: dict[str, Any], exc: BaseException | None, diagnostics: list[Diagnostic]) -> None:
+def call_failed(info: ModuleInfo, record: dict[str, Any], exc: BaseException | None, diagnostics: list[Diagnostic]) -> None:
     """A metric-leaf call raised (and a parent caught it): its module metrics are unavailable."""
     reason = f"{type(exc).__name__}" if exc is not None else "an exception"
     _mark_unavailable(
@@ -298,5 +298,5 @@ def call_failed(target: Target, record: dict[str, Any], exc: BaseException | Non
         diagnostics,
         "module_call_failed",
         f"The module call raised {reason} before returning; its work is not counted.",
-        target.path,
+        info.path,
     )

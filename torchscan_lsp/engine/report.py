@@ -28,6 +28,7 @@ __all__ = [
     "METHOD_MODULE_FORMULA",
     "METHOD_PYTORCH",
     "METHOD_FLOP_COUNTER",
+    "METHOD_OPERATOR_MACS",
     "METHOD_NOT_REQUESTED",
     "EXECUTION_MODE",
     "PACKAGE",
@@ -61,9 +62,14 @@ METHOD_HOOK = "pytorch_hook"
 METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
 METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode"
+#: Multiply-accumulates of the dispatched matrix, convolution, attention and recurrent operators,
+#: from this project's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
+METHOD_OPERATOR_MACS = "torchscan_operator_macs"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.
-METHODS = (METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_NOT_REQUESTED)
+METHODS = (
+    METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
+)  # fmt: skip
 
 SEVERITIES = ("warning", "error")
 

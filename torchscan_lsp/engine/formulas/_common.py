@@ -123,8 +123,11 @@ def num_params(module: nn.Module) -> int:
 
 
 def unsupported(module: nn.Module) -> int:
-    """Warn with the contract's text and return 0."""
-    warnings.warn(f"Module type not supported: {type(module).__name__}", UserWarning, stacklevel=3)
+    """Warn with the contract's text and return 0 (a class of PyTorch's quantization namespaces is
+    named in full, so that it never reads like its ``torch.nn`` namesake)."""
+    from torchscan_lsp.engine.module_info import type_name
+
+    warnings.warn(f"Module type not supported: {type_name(type(module))}", UserWarning, stacklevel=3)
     return 0
 
 
