@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 import torchscan_lsp.worker.runner as runner_module
-from torchscan_lsp.worker.attribution import SourceRecorder, Workspace, _OperatorRecorder
+from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 
 from torchscan_lsp.worker.runner import run_job
 
@@ -227,54 +227,54 @@ def test_transformer_layers_keep_their_fast_path(tmp_path):
     ]
 
 
-def test_recording_hooks_are_gone_after_an_exception(tmp_path):
+def test_definition_hooks_are_gone_after_an_exception(tmp_path):
     from torch.nn.modules import module as nn_module
 
     recorder = SourceRecorder(Workspace(tmp_path))
-    before = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    before = len(nn_module._global_module_registration_hooks), len(nn_module._global_parameter_registration_hooks)
     try:
         with recorder.recording_definitions(lambda: None):
             raise KeyError("boom")
     except KeyError:
         pass
-    model = torch.nn.Linear(2, 2)
-    try:
-        with recorder.recording_calls(model):
-            model(torch.ones(1, 3))
-    except RuntimeError:
-        pass
-    after = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    after = len(nn_module._global_module_registration_hooks), len(nn_module._global_parameter_registration_hooks)
     assert after == before
-    assert torch._C._len_torch_dispatch_stack() == 0
 
 
-def test_operators_from_engine_code_are_not_the_models(tmp_path):
-    """The engine pauses its counter (operators still flow outwards) while module formulas run;
-    such operators come from an engine frame and are never put on the model's lines."""
-    import torchscan_lsp.engine as engine
+def test_the_forward_is_hooked_and_dispatched_once(tmp_path):
+    """Attribution observes the engine's pass: inside the model's forward, the global hooks and
+    dispatch modes are the engine's own, as many as under a plain crawl_module."""
+    files = write(tmp_path, {"net.py": """
+        from pathlib import Path
 
-    engine_dir = Path(engine.__file__).resolve().parent
-    namespace: dict = {}
-    # a stand-in for engine code, compiled as if it lived in the engine's folder
-    exec(
-        compile(
-            "import sys\n"
-            "def formula(mode):\n"
-            "    return mode._model_work(sys._getframe())\n"
-            "def __torch_dispatch__(mode):\n"
-            "    return mode._model_work(sys._getframe())\n",
-            str(engine_dir / "formulas" / "stand_in.py"),
-            "exec",
-        ),
-        namespace,
-    )
-    model_file = tmp_path / "net.py"
-    model_file.write_text("def forward(f, recorder):\n    return f(recorder)\n")
-    exec(compile(model_file.read_text(), str(model_file), "exec"), namespace)
-    recorder = SourceRecorder(Workspace(tmp_path))
-    mode = _OperatorRecorder(recorder.observer(torch.nn.Identity()), [], None)
-    assert namespace["forward"](namespace["formula"], mode) is False
-    assert namespace["forward"](namespace["__torch_dispatch__"], mode) is True
+        import torch
+        import torch.nn as nn
+        from torch.nn.modules import module as nn_module
+
+
+        class Probe(nn.Module):
+            def forward(self, x):
+                seen = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
+                        torch._C._len_torch_dispatch_stack())
+                with open(Path(__file__).with_name("seen.txt"), "a") as out:
+                    out.write(f"{seen}\\n")
+                return x * 2
+    """})
+    import importlib.util
+
+    from torchscan_lsp import crawl_module
+
+    spec = importlib.util.spec_from_file_location("probe_net", tmp_path / "net.py")
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    crawl_module(plain.Probe(), (3,))
+    result = run(tmp_path, "net.py", "Probe", {"input_shape": [3]})
+    assert result["ok"] is True, result
+    # the plain crawl, then the job: one global pre-hook, one forward hook, one dispatch mode each
+    assert (tmp_path / "seen.txt").read_text().splitlines() == ["(1, 1, 1)", "(1, 1, 1)"]
+    # and the job's operator still reached the source map: the engine told the observer of it
+    (mul,) = [o for o in result["source_map"]["operators"] if o["operator"] == "aten.mul"]
+    assert mul["line"] == line_of(files["net.py"], "return x * 2") and mul["flops"] == 3
 
 
 def test_operators_name_the_innermost_module_call(tmp_path):

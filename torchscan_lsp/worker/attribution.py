@@ -23,29 +23,16 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp.engine.inputs import tensor_meta
+from torchscan_lsp.engine.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
-from torchscan_lsp.worker.sites import ENGINE_DIR, CodeFiles, Site, Workspace, _realpath, as_json
+from torchscan_lsp.worker.sites import CodeFiles, Site, Workspace, as_json
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
-
-# Engine frames that sit between a model's code and the operators it dispatches; any other engine
-# frame on the way means the operator is the engine's own work (a module formula, input generation).
-_ENGINE_PASS_THROUGH = {"__torch_dispatch__", "_higher_order"}
-
-# Metadata queries that some tensor types dispatch to Python; they are not work.
-_METADATA_OPS = {
-    "aten.sym_is_contiguous", "aten.is_contiguous", "aten.is_strides_like_format",
-    "aten.is_non_overlapping_and_dense", "aten.size", "aten.sym_size", "aten.stride",
-    "aten.sym_stride", "aten.storage_offset", "aten.sym_storage_offset", "aten.numel",
-    "aten.sym_numel", "aten.dim", "prim.layout", "prim.device",
-}
-
 
 def line_value(func: Any, out: Any) -> dict[str, Any] | None:
     """Metadata of what an operator's output means to the line that called it, or None.
@@ -64,17 +51,18 @@ def line_value(func: Any, out: Any) -> dict[str, Any] | None:
     return None
 
 
-class CallSites:
-    """Observes one recording pass: call sites, operator sites and line outputs by layer index.
+class CallSites(PassObserver):
+    """Observes the engine's recording pass: call sites, operator sites and line outputs by layer index.
+
+    It adds no hook, dispatch mode or FLOP table of its own: the engine tells it of every call and
+    (in full mode) every counted operator with its FLOPs, and its layer indexes are the report's.
 
     Args:
         files: names model-code files and walks stacks.
-        paths: module path by ``id(module)`` of the analysed model (shared modules once).
     """
 
-    def __init__(self, files: CodeFiles, paths: dict[int, str]):
+    def __init__(self, files: CodeFiles):
         self.files = files
-        self.paths = paths
         #: layer index -> (path, workspace call site, library call sites)
         self.calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]] = {}
         #: (site, operator, innermost layer) -> [calls, FLOPs or None]
@@ -87,22 +75,24 @@ class CallSites:
     # -- the observer interface ------------------------------------------------------------------
 
     def call_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any) -> None:
-        """A module call began; ``layer`` is its record's index in ``report["layers"]``."""
+        """A module call began; ``layer`` is its record's index in ``report["layers"]`` (None: a
+        call inside a metric leaf, which opens no record)."""
         if layer is None:
             return
         workspace, library = self.files.sites(sys._getframe(1))
-        self.calls[layer] = (self.paths.get(id(module), ""), workspace, library)
+        self.calls[layer] = (info.path, workspace, library)
         self._active.append((layer, library if workspace is None else (workspace, *library)))
 
-    def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, *rest: Any) -> None:
+    def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
+                   error: BaseException | None) -> None:
         """A module call returned or raised."""
         if layer is not None and self._active and self._active[-1][0] == layer:
             self._active.pop()
 
-    def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: Any,
-                     layer: int | None, frame: types.FrameType | None = None) -> None:
-        """An operator ran while call ``layer`` was the innermost (``None``: outside every call)."""
-        workspace, library = self.files.sites(frame if frame is not None else sys._getframe(1))
+    def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: int | None,
+                     layer: int | None) -> None:
+        """An operator ran while record ``layer`` was the innermost (``None``: outside every record)."""
+        workspace, library = self.files.sites(sys._getframe(1))
         if workspace is None and not library:
             return
         name = str(getattr(func, "overloadpacket", func))
@@ -133,18 +123,6 @@ class CallSites:
             if site not in made_by:
                 return layer
         return None
-
-    def renumber(self, index: dict[int, int]) -> None:
-        """Give every layer index its new number in ``index``; calls without one are dropped."""
-        self.calls = {index[layer]: call for layer, call in self.calls.items() if layer in index}
-        operators: dict[tuple[Site, str, int | None], list[Any]] = {}
-        for (site, name, layer), (calls, flops) in self.operators.items():
-            entry = operators.setdefault((site, name, index.get(layer) if layer is not None else None), [0, 0])
-            entry[0] += calls
-            entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
-        self.operators = operators
-        for first in self.outputs.values():
-            first[0] = index.get(first[0]) if first[0] is not None else None
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -207,7 +185,6 @@ class SourceRecorder:
         self.definitions = DefinitionRecorder(self.files, sources)
         self.running: CallSites | None = None
         self._root: torch.nn.Module | None = None
-        self._own_keys: list[tuple[str, int]] | None = None
 
     @property
     def barrier(self) -> types.FrameType | None:
@@ -262,126 +239,17 @@ class SourceRecorder:
     # -- phase 2: the engine's forward pass ----------------------------------------------------
 
     def observer(self, root: torch.nn.Module) -> CallSites:
-        """The observer of the engine's recording pass over ``root``."""
-        paths: dict[int, str] = {}
-        for path, module in root.named_modules():
-            paths.setdefault(id(module), path)
+        """The observer to hand to ``crawl_module(root, ..., observers=[...])``."""
         self._root = root
-        self.running = CallSites(self.files, paths)
+        self.running = CallSites(self.files)
         return self.running
-
-    @contextlib.contextmanager
-    def recording_calls(self, root: torch.nn.Module, operators: bool = True) -> Iterator[None]:
-        """Drive :meth:`observer` from global module hooks and a dispatch mode of this recorder's own.
-
-        Used until the engine's recording pass takes observers: layer indexes count the calls in
-        the order the engine appends its layer records, and :meth:`source_map` keeps only the calls
-        whose index names a record of the same path.
-        """
-        running = self.observer(root)
-        paths = running.paths
-        own = self._own_keys = []
-        counts: dict[int, int] = {}
-        active: list[int] = []
-
-        def on_call(module: torch.nn.Module, args: Any) -> None:
-            path = paths.get(id(module))
-            if path is None:
-                return None
-            layer = len(own)
-            own.append((path, counts.get(id(module), 0)))
-            counts[id(module)] = own[-1][1] + 1
-            running.call_started(module, None, layer, args)
-            active.append(layer)
-            return None
-
-        def on_return(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if id(module) in paths and active:
-                running.call_ended(module, None, active.pop())
-            return None
-
-        hooks = torch.nn.modules.module
-        handles = [
-            hooks.register_module_forward_pre_hook(on_call),
-            # always_call: a forward that raises still ends its call
-            hooks.register_module_forward_hook(on_return, always_call=True),
-        ]
-        mode = _OperatorRecorder(running, active, self.files.barrier) if operators else contextlib.nullcontext()
-        try:
-            with mode:
-                yield
-        finally:
-            active.clear()
-            for handle in handles:
-                handle.remove()
 
     def source_map(self, layers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The job's source map; ``modules`` keeps only calls that match a report layer when given."""
         if self.running is None or self._root is None:
             return {"modules": [], "operators": [], "outputs": [], "classes": []}
-        if self._own_keys is not None:  # our own hooks numbered the calls: use the report's numbers
-            engine = {(layer.get("path"), layer.get("call_index", 0)): i for i, layer in enumerate(layers or [])}
-            self.running.renumber({i: engine[key] for i, key in enumerate(self._own_keys) if key in engine})
-            self._own_keys = None
         return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
                                        self.definitions.classes(self._root))
-
-
-class _OperatorRecorder(TorchDispatchMode):
-    """Tells a :class:`CallSites` of the operators that reach it, with FLOPs from the engine's table."""
-
-    def __init__(self, running: CallSites, active: list[int], barrier: types.FrameType | None):
-        super().__init__()
-        self.running = running
-        self.active = active
-        self.barrier = barrier
-        self._registry: dict[Any, Callable[..., Any]] | None = None
-        self._engine_files: dict[str, bool] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if not isinstance(func, torch._ops.HigherOrderOperator):
-            packet = getattr(func, "overloadpacket", func)
-            if str(packet) not in _METADATA_OPS:
-                frame = sys._getframe(1)
-                if self._model_work(frame):
-                    self.running.operator_ran(func, args, kwargs, out, self._flops(packet, args, kwargs, out), None,
-                                              self.active[-1] if self.active else None, frame)
-        return out
-
-    def _model_work(self, frame: types.FrameType | None) -> bool:
-        """False when engine code (not the model) dispatched the operator: the engine's operator
-        counter is paused, not removed, while module formulas run, so their tensor work reaches
-        this mode too; it is recognised by the engine frame it comes from."""
-        engine_files = self._engine_files
-        while frame is not None and frame is not self.barrier:
-            code = frame.f_code
-            is_engine = engine_files.get(code.co_filename)
-            if is_engine is None:
-                is_engine = engine_files[code.co_filename] = _realpath(code.co_filename).startswith(ENGINE_DIR)
-            if is_engine and code.co_name not in _ENGINE_PASS_THROUGH:
-                return False
-            if not is_engine and self.running.files.kind(code.co_filename)[0]:
-                return True
-            frame = frame.f_back
-        return False
-
-    def _flops(self, packet: Any, args: Any, kwargs: Any, out: Any) -> int | None:
-        if self._registry is None:
-            from torch.utils.flop_counter import flop_registry, shape_wrapper
-
-            from torchscan_lsp.engine.operator_formulas import DEFAULT_FORMULAS
-
-            custom = {k: v if getattr(v, "_get_raw", False) else shape_wrapper(v) for k, v in DEFAULT_FORMULAS.items()}
-            self._registry = {**flop_registry, **custom}
-        formula = self._registry.get(packet)
-        if formula is None:
-            return None
-        try:
-            return int(formula(*args, **kwargs, out_val=out))
-        except Exception:  # a formula that cannot read these arguments counts as none
-            return None
 
 
 def _ignored_operators() -> dict[str, str]:

@@ -14,9 +14,9 @@ Steps, each with its own error kind:
    else is a ``result`` error.
 3. ``options``: the options become ``crawl_module`` arguments (dtype names become ``torch.dtype``s,
    an ``input_shape`` gives generated inputs, ``device`` moves the model and any provided inputs).
-4. ``forward``: ``torchscan_lsp.crawl_module`` runs the model once while
-   :class:`~torchscan_lsp.worker.attribution.SourceRecorder` notes where each module was built and
-   called and which lines dispatched which operators. Under ``strict=True`` an analysis that is
+4. ``forward``: ``torchscan_lsp.crawl_module`` runs the model once, observed by
+   :class:`~torchscan_lsp.worker.attribution.SourceRecorder` (where each module was built and called,
+   which lines dispatched which operators, what each line computed). Under ``strict=True`` an analysis that is
    not complete is a ``strict`` error listing what was not counted.
 5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``) run after the
    analysis, each failing on its own without failing the job.
@@ -427,15 +427,14 @@ class _Job:
                 "crash", f"the analysis engine is not available: {error}",
                 type_name=type(error).__name__,
             ) from None
-        structure = crawl_kwargs.get("mode") == "structure"
-        calls_before = len(self.recorder.calls)
+        # attribution observes the engine's one recording pass: nothing else hooks or dispatches
+        observer = self.recorder.observer(model)
         try:
-            with self.recorder.recording_calls(model, operators=not structure):
-                report = crawl_module(model, **crawl_kwargs)
+            report = crawl_module(model, **crawl_kwargs, observers=[observer])
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, KeyboardInterrupt):
                 raise
-            started = len(self.recorder.calls) > calls_before
+            started = bool(self.recorder.calls)
             partial_report = getattr(error, "report", None)
             if isinstance(error, IncompleteAnalysisError):
                 job_error = self._error_from("strict", error)
