@@ -18,9 +18,9 @@ running it here):
     argument: the keys; a dict comprehension gives its value expression's line.
 
   A ``*starred`` argument ends the positional mapping (the indexes after it are unknown).
-* **On which line is a class defined?** :meth:`SourceLines.class_line` finds a class by its
-  ``__qualname__`` (``Outer.Inner``; classes inside functions carry ``<locals>`` and are found by
-  the same path).
+* **On which line is a class defined?** :meth:`SourceLines.class_line` finds a class above a
+  line of its body, or by its ``__qualname__`` (``Outer.Inner``; classes inside functions carry
+  ``<locals>`` and are found by the same path).
 
 Lines are 1-based; columns are UTF-8 byte offsets, as both ``ast`` and ``co_positions`` give them.
 """
@@ -28,6 +28,7 @@ Lines are 1-based; columns are UTF-8 byte offsets, as both ``ast`` and ``co_posi
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 __all__ = ["SEQUENTIAL", "MODULE_LIST", "MODULE_DICT", "SourceLines"]
@@ -40,53 +41,60 @@ MODULE_DICT = "module_dict"
 _EVERY = "*"
 """The key of a line that built every child (a comprehension): no child of a container is named ``*``."""
 
-End = tuple[int, int]
-"""The end of an expression: 1-based line and UTF-8 byte column just past its last character."""
+Position = tuple[int, int]
+"""A place in a file: 1-based line and 0-based UTF-8 byte column (an expression's end: just past it)."""
 
 
 class SourceLines:
-    """One file's source text, parsed once, with the look-ups the worker needs.
+    """One file's source text, with the look-ups the worker needs (parsed only as far as needed).
 
     Args:
         source: the file's text. A text that does not parse gives no answers (every look-up
-            returns an empty result), never an error: the worker then keeps the frame's own line.
+            returns None), never an error: the worker then keeps the frame's own line.
     """
 
     def __init__(self, source: str):
-        try:
-            self._tree: ast.Module | None = ast.parse(source)
-        except (SyntaxError, ValueError):
-            self._tree = None
-        self._calls: dict[End, ast.Call] | None = None
+        self._lines = source.splitlines()
+        self._source = source
+        self._children: dict[tuple[Position, Position, str], dict[str, int]] = {}
         self._classes: dict[str, int] | None = None
-        self._children: dict[tuple[End, str], dict[str, int]] = {}
 
-    def _call_at(self, end: End) -> ast.Call | None:
-        # A call ends at its closing parenthesis, which no other call shares: the end identifies it.
-        if self._calls is None:
-            self._calls = {}
-            if self._tree is not None:
-                for node in ast.walk(self._tree):
-                    if isinstance(node, ast.Call) and node.end_lineno is not None:
-                        self._calls[(node.end_lineno, node.end_col_offset or 0)] = node
-        return self._calls.get(end)
-
-    def child_line(self, end: End, kind: str, name: str) -> int | None:
-        """The line of the expression that built child ``name`` of the container call ending at ``end``.
+    def child_line(self, start: Position, end: Position, kind: str, name: str) -> int | None:
+        """The line of the expression that built child ``name`` of the container call spanning
+        ``start`` to ``end`` (the span ``co_positions`` gives the call instruction).
 
         ``kind`` is :data:`SEQUENTIAL`, :data:`MODULE_LIST` or :data:`MODULE_DICT` (the runtime type
-        of the container, which the worker knows; the call's spelling is not trusted). None when no
-        call ends there or its arguments are not literal enough to tell.
+        of the container, which the worker knows; the call's spelling is not trusted). None when the
+        span is no call or its arguments are not literal enough to tell. Only the call's own text
+        is parsed: a file's whole tree costs tens of milliseconds, a call's a fraction of one.
         """
-        key = (end, kind)
+        key = (start, end, kind)
         children = self._children.get(key)
         if children is None:
-            children = self._children[key] = self._container_children(end, kind)
+            children = self._children[key] = self._container_children(start, end, kind)
         line = children.get(name)
         return children.get(_EVERY) if line is None else line
 
-    def _container_children(self, end: End, kind: str) -> dict[str, int]:
-        call = self._call_at(end)
+    def _call_between(self, start: Position, end: Position) -> ast.Call | None:
+        (first, column), (last, end_column) = start, end
+        if not 1 <= first <= last <= len(self._lines):
+            return None
+        text = [line.encode("utf-8") for line in self._lines[first - 1:last]]
+        text[-1] = text[-1][:end_column]
+        text[0] = text[0][column:]
+        try:
+            node = ast.parse(b"\n".join(text).decode("utf-8"), mode="eval").body
+        except (SyntaxError, ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        for child in ast.walk(node):  # back to the file's line numbers
+            if hasattr(child, "lineno"):
+                child.lineno += first - 1
+        return node
+
+    def _container_children(self, start: Position, end: Position, kind: str) -> dict[str, int]:
+        call = self._call_between(start, end)
         if call is None:
             return {}
         if kind == SEQUENTIAL:
@@ -102,12 +110,26 @@ class SourceLines:
             return dict(_mapping_items(argument))
         return {}
 
-    def class_line(self, qualname: str) -> int | None:
-        """The ``class`` line (after any decorators) of the class named ``qualname``, or None."""
+    def class_line(self, qualname: str, before: int | None = None) -> int | None:
+        """The ``class`` line (after any decorators) of the class named ``qualname``, or None.
+
+        ``before``: a line inside the class body (its first method's ``co_firstlineno``): the
+        nearest ``class <name>`` line above it is the class's, found without parsing the file.
+        Otherwise the file is parsed once and the class found by its qualified name.
+        """
+        name = qualname.rpartition(".")[2]
+        if before is not None and 1 <= before <= len(self._lines) + 1:
+            pattern = re.compile(rf"\s*class\s+{re.escape(name)}\s*[(:]")
+            for index in range(before - 1, 0, -1):
+                if pattern.match(self._lines[index - 1]):
+                    return index
         if self._classes is None:
             self._classes = {}
-            if self._tree is not None:
-                _collect_classes(self._tree.body, "", self._classes)
+            try:
+                tree = ast.parse(self._source)
+            except (SyntaxError, ValueError):
+                return None
+            _collect_classes(tree.body, "", self._classes)
         return self._classes.get(qualname)
 
 

@@ -21,6 +21,7 @@ The model is never run a second time.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import types
 from typing import Any, Callable
@@ -69,8 +70,11 @@ class CallSites(PassObserver):
         self.operators: dict[tuple[Site, str, int | None], list[Any]] = {}
         #: site -> [owner layer, operator, output metadata] of the line's first execution
         self.outputs: dict[Site, list[Any]] = {}
-        # the calls in progress, innermost last: (layer, the sites that made the call)
-        self._active: list[tuple[int, tuple[Site, ...]]] = []
+        # the calls in progress, innermost last: (layer, the sites that made the call, the call's
+        # entry frame, its workspace site, its library sites), and their layers
+        self._active: list[tuple[Any, ...]] = []
+        self._open: set[int] = set()
+        self._names: dict[Any, str] = {}
 
     # -- the observer interface ------------------------------------------------------------------
 
@@ -79,25 +83,45 @@ class CallSites(PassObserver):
         call inside a metric leaf, which opens no record)."""
         if layer is None:
             return
-        workspace, library = self.files.sites(sys._getframe(1))
+        # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
+        # call ends, and everything outside it is the caller's, suspended: its sites hold for
+        # every operator of the call (operator_ran walks only the frames inside it)
+        entry = self.files.outside_package(sys._getframe(1))
+        workspace, library, _ = self.files.sites(entry)
         self.calls[layer] = (info.path, workspace, library)
-        self._active.append((layer, library if workspace is None else (workspace, *library)))
+        made_by = library if workspace is None else (workspace, *library)
+        self._active.append((layer, made_by, entry, workspace, library))
+        self._open.add(layer)
 
     def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
                    error: BaseException | None) -> None:
         """A module call returned or raised."""
         if layer is not None and self._active and self._active[-1][0] == layer:
             self._active.pop()
+            self._open.discard(layer)
+
+    def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
+        """The sites of an operator dispatched at ``frame``: the innermost workspace site first
+        (when there is one), then the innermost site of each library file inside it."""
+        call = self._active[-1] if self._active else None
+        workspace, library, stopped = self.files.sites(frame, call[2] if call is not None else None)
+        if stopped:  # the rest of the stack is the call's caller: its sites are known
+            workspace = call[3]  # type: ignore[index]
+            seen = {site[0] for site in library}
+            library = (*library, *(site for site in call[4] if site[0] not in seen))  # type: ignore[index]
+        return library if workspace is None else (workspace, *library)
 
     def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: int | None,
                      layer: int | None) -> None:
         """An operator ran while record ``layer`` was the innermost (``None``: outside every record)."""
-        workspace, library = self.files.sites(sys._getframe(1))
-        if workspace is None and not library:
+        sites = self._sites(sys._getframe(1))
+        if not sites:
             return
-        name = str(getattr(func, "overloadpacket", func))
+        name = self._names.get(func)
+        if name is None:
+            name = self._names[func] = str(getattr(func, "overloadpacket", func))
         operators, outputs = self.operators, self.outputs
-        for site in library if workspace is None else (workspace, *library):
+        for site in sites:
             key = (site, name, layer)
             entry = operators.get(key)
             if entry is None:
@@ -110,7 +134,8 @@ class CallSites(PassObserver):
                 value = line_value(func, out)
                 if value is not None:
                     outputs[site] = [self._owner(site), name, value]
-            elif first[0] == self._owner(site):  # still the line's first execution
+            elif (first[0] is None or first[0] in self._open) and first[0] == self._owner(site):
+                # still the line's first execution (its owner's call has not ended)
                 value = line_value(func, out)
                 if value is not None:
                     first[1], first[2] = name, value
@@ -119,7 +144,7 @@ class CallSites(PassObserver):
         """The call whose ``forward`` ran ``site``: the innermost call in progress that ``site``
         did not make itself (``self.fc(x) + x`` runs ``fc``'s operators inside ``fc``'s call, but
         the line belongs to the caller's)."""
-        for layer, made_by in reversed(self._active):
+        for layer, made_by, *_ in reversed(self._active):
             if site not in made_by:
                 return layer
         return None
@@ -245,11 +270,22 @@ class SourceRecorder:
         return self.running
 
     def source_map(self, layers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The job's source map; ``modules`` keeps only calls that match a report layer when given."""
+        """The job's source map; ``modules`` keeps only calls that match a report layer when given.
+
+        Built with Python's cyclic garbage collector paused, as the engine builds its report: the
+        map is thousands of small dicts without cycles, and the collections their allocation would
+        trigger traverse every object of the process (torch's included).
+        """
         if self.running is None or self._root is None:
             return {"modules": [], "operators": [], "outputs": [], "classes": []}
-        return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
-                                       self.definitions.classes(self._root))
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
+                                           self.definitions.classes(self._root))
+        finally:
+            if collecting:
+                gc.enable()
 
 
 def _ignored_operators() -> dict[str, str]:

@@ -169,10 +169,12 @@ class DefinitionRecorder:
         index = frame.f_lasti // 2
         if not 0 <= index < len(positions):
             return None
-        end_line, end_col = positions[index][1], positions[index][3]
-        if end_line is None or end_col is None:
+        first, last, column, end_column = positions[index]
+        if first is None or last is None or column is None or end_column is None:
             return None
-        return self.source_lines(code.co_filename).child_line((end_line, end_col), kind, name)
+        if first == last:  # a call on one line built every child on it
+            return first
+        return self.source_lines(code.co_filename).child_line((first, column), (last, end_column), kind, name)
 
     def defined(self, module: torch.nn.Module) -> Definition | None:
         """Where ``module`` was registered into its parent (None when no hook saw it)."""
@@ -225,7 +227,12 @@ class DefinitionRecorder:
         name = self.files.name(filename)
         if name is None:
             return None
-        line = self.source_lines(filename).class_line(cls.__qualname__)
+        # a line of the class's own body (its first method): the class line is found above it
+        # without parsing the file
+        lines = [code.co_firstlineno for value in vars(cls).values()
+                 if (code := getattr(getattr(value, "__func__", value), "__code__", None)) is not None
+                 and code.co_filename == filename]
+        line = self.source_lines(filename).class_line(cls.__qualname__, min(lines) if lines else None)
         return None if line is None else (name, line)
 
 

@@ -95,6 +95,7 @@ class Workspace:
         return "/".join(parts)
 
 
+@functools.lru_cache(maxsize=1)
 def _standard_library() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     return tuple({os.path.realpath(paths[name]) for name in ("stdlib", "platstdlib") if paths.get(name)})
@@ -155,19 +156,30 @@ class CodeFiles:
                     return
             callee, frame = frame, frame.f_back
 
-    def sites(self, frame: types.FrameType | None) -> tuple[Site | None, tuple[Site, ...]]:
-        """The innermost workspace site from ``frame`` outwards (or None) and the library sites
-        inside it, innermost first (see :meth:`frames`)."""
+    def sites(self, frame: types.FrameType | None, stop: types.FrameType | None = None
+              ) -> tuple[Site | None, tuple[Site, ...], bool]:
+        """The innermost workspace site from ``frame`` outwards (or None), the library sites inside
+        it, innermost first (see :meth:`frames`), and whether the walk ended at ``stop`` (a frame
+        whose own sites the caller knows) before finding a workspace frame."""
         barrier, kind = self.barrier, self.kind
         library: list[Site] = []
         while frame is not None and frame is not barrier:
+            if frame is stop:
+                return None, tuple(library), True
             found, name = kind(frame.f_code.co_filename)
             if found == WORKSPACE:
-                return (name, frame.f_lineno), tuple(library)  # type: ignore[return-value]
+                return (name, frame.f_lineno), tuple(library), False  # type: ignore[return-value]
             if found and all(site[0] != name for site in library):
                 library.append((name, frame.f_lineno))  # type: ignore[arg-type]
             frame = frame.f_back
-        return None, tuple(library)
+        return None, tuple(library), False
+
+    def outside_package(self, frame: types.FrameType | None) -> types.FrameType | None:
+        """The first frame from ``frame`` outwards that is not this project's (the engine's hooks
+        and dispatch mode call observers from inside: the frame outside them is PyTorch's)."""
+        while frame is not None and _under(_realpath(frame.f_code.co_filename), PACKAGE_DIR):
+            frame = frame.f_back
+        return frame
 
 
 def as_json(site: Site | None) -> dict | None:
