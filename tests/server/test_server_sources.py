@@ -2,6 +2,7 @@
 real server (pytest-lsp as a Neovim 0.11 client, trusted workspace). Expected labels are derived by
 hand below from the models' code."""
 
+import importlib.util
 import os
 import sys
 import tempfile
@@ -45,6 +46,26 @@ MODELS = {
                 nn.Linear(32, 8,
                           bias=False),
             )
+    ''',
+    "tied.py": '''
+        import torch
+        import torch.nn as nn
+
+
+        class Tied(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(50, 8)
+                self.head = nn.Linear(8, 50, bias=False)
+                self.head.weight = self.emb.weight
+
+            def forward(self, ids):
+                return self.head(self.emb(ids))
+
+
+        # torchscan: device="cpu"
+        def build_tied():
+            return Tied(), (torch.zeros(1, 4, dtype=torch.long),)
     ''',
     "mistral.py": '''
         import torch
@@ -109,9 +130,21 @@ async def test_each_child_of_a_multi_line_sequential_and_the_attention_line(clie
     assert "Output: (1, 4, 5, 5), from `aten._unsafe_view`" in hover.contents.value
 
 
-transformers = pytest.importorskip("transformers")
+async def test_a_head_tied_to_the_embedding_says_it_shares(client):
+    path = client.root / "tied.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # Embedding(50, 8): 50·8 = 400 parameters. The head's weight is the embedding's (one tensor,
+    # counted once, under emb): the head owns nothing and shares those 400. Its matmul still runs:
+    # ids (1, 4) → (1, 4, 8) → 4 rows · 50 · (2·8 − 1) = 3,000 FLOPs.
+    assert by_line[line_of(path, "self.emb =")] == ["400 params · 0 FLOPs"]
+    assert by_line[line_of(path, "self.head =")] == ["400 params shared with emb · 3.00 kFLOPs"]
+    hover = await _hover(client, uri, line_of(path, "self.head ="))
+    assert "400 parameters shared with `emb` (counted there)" in hover.contents.value
 
 
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed "
+                    "(the examples extra)")
 async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     await analysed(client, client.status, client.root / "mistral.py")
     import transformers.models.mistral.modeling_mistral as modeling

@@ -4,6 +4,7 @@ each test from the model's code."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
@@ -295,9 +296,8 @@ def test_an_unsaved_buffer_is_read_as_it_ran(tmp_path):
     assert (modules["0"]["defined_at"]["line"], modules["1"]["defined_at"]["line"]) == (6, 7)
 
 
-transformers = pytest.importorskip("transformers")
-
-
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed "
+                    "(the examples extra)")
 def test_a_library_model_names_its_modeling_file(tmp_path):
     write(tmp_path, {"lib_model.py": """
         import torch
