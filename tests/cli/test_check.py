@@ -1,5 +1,6 @@
 """``torchscan-lsp check``: output lines and exit codes, run as a user would run it."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -119,3 +120,40 @@ def test_help_describes_the_command():
     assert done.returncode == 0
     assert "inlay hints and diagnostics" in " ".join(done.stdout.split())
     assert "--timeout SECONDS" in done.stdout and "--memory-limit-mb MIB" in done.stdout
+
+
+def test_library_files_the_model_ran_through_are_not_printed(tmp_path):
+    # the model is built by an installed package: the worker names its file by absolute path in the
+    # source map (for an editor that opens it); check prints the workspace's files only
+    library = tmp_path / "installed" / "site-packages" / "fakelib"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+
+        class Stack(nn.Sequential):
+            pass
+
+
+        def make():
+            return Stack(nn.Linear(4, 4), nn.ReLU())
+    """).lstrip("\n"), encoding="utf-8")
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "net.py").write_text(textwrap.dedent("""
+        import fakelib
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return fakelib.make()
+    """).lstrip("\n"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", "net.py"], cwd=root,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(library.parent)})
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Linear(4, 4): 16 + 4 = 20 parameters; on (1, 4): 4·(2·4 − 1) + 4 = 32 FLOPs and 16 MACs;
+    # ReLU on 4 elements: 4 FLOPs. 32 + 4 = 36 FLOPs
+    assert "net.py:5:13: hint: 20 params · 16 MACs · 36 FLOPs" in lines
+    assert lines and all(line.startswith("net.py:") for line in lines), lines

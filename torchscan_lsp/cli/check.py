@@ -86,6 +86,7 @@ async def check(files: list[Path], root: Path, *, python: str | None, timeout: f
     from torchscan_lsp.server.diagnostics import build_diagnostics
     from torchscan_lsp.server.inlay_hints import build_inlay_hints
     from torchscan_lsp.server.positions import Lines
+    from torchscan_lsp.server.results import is_library
     from torchscan_lsp.server.settings import resolve
     from torchscan_lsp.worker import client
 
@@ -109,7 +110,8 @@ async def check(files: list[Path], root: Path, *, python: str | None, timeout: f
 
     reported = {d.rel: d for d in documents}
     for state in list(analyzer.store.targets.values()):
-        for rel in sorted(state.files - set(reported)):
+        # the workspace's files; a library file the model ran through gets hints where an editor opens it
+        for rel in sorted(name for name in state.files - set(reported) if not is_library(name)):
             path = root / rel
             if path.is_file():
                 reported[rel] = analyzer.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))
