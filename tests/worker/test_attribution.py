@@ -88,16 +88,17 @@ def test_a_symlinked_root_names_files_by_their_real_place(tmp_path):
 
 def test_stack_walks_stop_at_the_barrier(tmp_path):
     path = tmp_path / "caller.py"
-    path.write_text("import sys\n\ndef where(recorder):\n    return recorder.location(sys._getframe())\n")
+    path.write_text("import sys\n\ndef where(files):\n    return files.sites(sys._getframe())[0]\n")
     code = compile(path.read_text(), str(path), "exec")
     namespace: dict = {}
     exec(code, namespace)
-    recorder = SourceRecorder(Workspace(tmp_path))
-    assert recorder.location(sys._getframe()) is None  # this test file is outside the workspace
-    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
-    recorder.barrier = sys._getframe()
+    files = SourceRecorder(Workspace(tmp_path)).files
+    assert files.sites(sys._getframe())[0] is None  # this test file is outside the workspace
+    assert namespace["where"](files) == ("caller.py", 4)
+    files.barrier = sys._getframe()
     # the caller's frame is inside the barrier: found; frames beyond it are never looked at
-    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
+    assert namespace["where"](files) == ("caller.py", 4)
+    assert files.sites(sys._getframe())[1] == ()   # the barrier itself: nothing walked
 
 
 def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_path):

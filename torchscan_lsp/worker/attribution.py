@@ -35,6 +35,7 @@ from torchscan_lsp.worker.sites import CodeFiles, Site, Workspace, as_json
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
 
+
 def line_value(func: Any, out: Any) -> dict[str, Any] | None:
     """Metadata of what an operator's output means to the line that called it, or None.
 
@@ -165,7 +166,7 @@ class CallSites(PassObserver):
             return [{"file": file, "line": line} for file, line in sites if file in kept]
 
         def shown(site: Site) -> bool:
-            return site[0] in kept or not site[0].startswith("/")
+            return site[0] in kept or not self.files.is_library(site[0])
 
         modules = []
         for layer, (path, called, called_library) in sorted(self.calls.items()):
@@ -212,15 +213,6 @@ class SourceRecorder:
         self._root: torch.nn.Module | None = None
 
     @property
-    def barrier(self) -> types.FrameType | None:
-        """The frame at which stack walks stop."""
-        return self.files.barrier
-
-    @barrier.setter
-    def barrier(self, frame: types.FrameType | None) -> None:
-        self.files.barrier = frame
-
-    @property
     def root_defined_at(self) -> dict[str, Any] | None:
         """``{"file", "line"}`` of the line that built the root module (the factory's return)."""
         return as_json(self.definitions.root_defined_at)
@@ -235,10 +227,6 @@ class SourceRecorder:
         return self.running.calls if self.running is not None else {}
 
     # -- stack walking -------------------------------------------------------------------------
-
-    def location(self, frame: types.FrameType | None) -> dict[str, Any] | None:
-        """``{"file", "line"}`` of the innermost workspace frame from ``frame`` outwards, or None."""
-        return as_json(self.files.sites(frame)[0])
 
     def location_of_traceback(self, tb: types.TracebackType | None) -> dict[str, Any] | None:
         """The innermost traceback entry that lies in the workspace, as ``{"file", "line"}``."""
@@ -255,11 +243,6 @@ class SourceRecorder:
     def recording_definitions(self, factory: Callable[..., Any] | None = None) -> contextlib.AbstractContextManager:
         """Note where modules are registered while the factory runs (see :mod:`.definitions`)."""
         return self.definitions.recording(factory)
-
-    def defined_at(self, module: torch.nn.Module) -> dict[str, Any] | None:
-        """Where ``module`` was registered into its parent, innermost workspace site (or None)."""
-        found = self.definitions.defined(module)
-        return as_json(found[0]) if found is not None else None
 
     # -- phase 2: the engine's forward pass ----------------------------------------------------
 
