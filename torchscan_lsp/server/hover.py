@@ -163,7 +163,7 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
     document's absolute path, by which a result names a library file (:meth:`TargetState.name_for`).
     """
     for state in states:
-        if state.key.file == rel and state.line == line:
+        if state.key.file == state.name_for(rel, path) and state.line == line:
             return target_card(state, client)
     for state in states:
         view = state.view

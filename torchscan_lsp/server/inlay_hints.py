@@ -142,10 +142,10 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
         if view is None:
             continue
         stale = state.stale or state.error is not None
-        if settings.totals and state.key.file == rel:
+        name = state.name_for(rel, path)
+        if settings.totals and state.key.file == name:
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
                                                      _tooltip(state, totals_tooltip(view)), stale))
-        name = state.name_for(rel, path)
         for line, info in sorted(state.lines_in(name, lines.lines).items()):
             # The root module's cost is what the totals hint on the target line already says.
             defined = [p for p in info.defined if p]

@@ -84,7 +84,7 @@ class SourceLines:
         text[0] = text[0][column:]
         try:
             node = ast.parse(b"\n".join(text).decode("utf-8"), mode="eval").body
-        except (SyntaxError, ValueError, UnicodeDecodeError):
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             return None
         if not isinstance(node, ast.Call):
             return None
@@ -127,7 +127,7 @@ class SourceLines:
             self._classes = {}
             try:
                 tree = ast.parse(self._source)
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError):
                 return None
             _collect_classes(tree.body, "", self._classes)
         return self._classes.get(qualname)
