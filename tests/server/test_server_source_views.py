@@ -34,9 +34,9 @@ import copy
 from torchscan_lsp.server.hover import build_hover
 from torchscan_lsp.server.inlay_hints import build_inlay_hints
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import Store, TargetKey, TargetState
+from torchscan_lsp.session.results import ResultView
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import Store, TargetKey, TargetState
 
 LIBRARY = "/site/lib/modeling.py"
 NET = "\n".join([

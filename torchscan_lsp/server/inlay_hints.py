@@ -9,16 +9,17 @@ hint ends with :data:`STALE_MARK`.
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView, aggregate
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import TargetState
-
-STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
-STALE_MARK = " (stale)"
-"""Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
+from torchscan_lsp.session.measurements import layer_latency
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import TargetState
 
 
 def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
@@ -41,7 +42,7 @@ def totals_tooltip(view: ResultView) -> str:
                        ("macs", "MACs"), ("dmas", "DMAs")):
         metric = view.totals.get(name)
         if metric:
-            rows.append(f"- {name}: {labels.metric(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
+            rows.append(f"- {name}: {fmt.metric_text(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
     return "\n".join(rows)
 
 
@@ -49,13 +50,13 @@ def params_text(summary: dict) -> str:
     """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
     for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""
     if not summary.get("shared_elements"):
-        return labels.params(summary["parameters"])
+        return fmt.params(summary["parameters"])
     owners = summary["shared_with"]
     names = ", ".join(owners[:2]) + (" …" if len(owners) > 2 else "")
-    shared = labels.number(summary["shared_elements"])
+    shared = fmt.number(summary["shared_elements"])
     if summary["parameters"]:
-        return f"{labels.params(summary['parameters'])} + {shared} shared with {names}"
-    return f"{labels.params(summary['shared_elements'])} shared with {names}"
+        return f"{fmt.params(summary['parameters'])} + {shared} shared with {names}"
+    return f"{fmt.params(summary['shared_elements'])} shared with {names}"
 
 
 def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
@@ -66,28 +67,19 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
-    label = labels.SEPARATOR.join([params_text(summary), labels.metric(summary["module_flops"], "FLOPs")])
+    label = fmt.SEPARATOR.join([params_text(summary), fmt.metric_text(summary["module_flops"], "FLOPs")])
     types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
-        label = f"{count}{labels.SEPARATOR}{label}"
+        label = f"{count}{fmt.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
     shared = (f"; {summary['shared_elements']:,} more shared with {', '.join(f'`{p}`' for p in summary['shared_with'])}"
               if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
-               f"- module FLOPs: {labels.metric(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
-               f"- MACs: {labels.metric(summary['macs'], 'MACs')} ({summary['macs']['status']})")
+               f"- module FLOPs: {fmt.metric_text(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
+               f"- MACs: {fmt.metric_text(summary['macs'], 'MACs')} ({summary['macs']['status']})")
     return label, tooltip
-
-
-def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The calls (in order) whose module is not inside another module called from the same line:
-    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
-    ``stage1``'s output."""
-    paths = {path for path, _ in calls}
-    return [(path, index) for path, index in calls
-            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]
 
 
 def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, str]:
@@ -105,19 +97,6 @@ def output_label(info) -> tuple[str, str]:
     where = f" in the call of `{entry['path'] or '(root)'}`" if entry.get("path") is not None else ""
     return (labels.shape_label(entry.get("output")),
             f"Output of `{entry.get('operator')}`, the last operator this line dispatched in its first run{where}")
-
-
-def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
-    """Summed per-layer latency (a metric in seconds) of the module calls under ``paths``, from
-    the target's last "Measure latency" (``measurements.layer_latency``); ``None`` without one."""
-    report = state.measurements.get("layer_latency")
-    if not isinstance(report, dict) or not report.get("layers"):
-        return None
-    prefixes = tuple(p + "." for p in paths if p)
-    records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
-    if not records:
-        return None
-    return aggregate((r.get("metrics", {}).get("latency") for r in records), "seconds")
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
@@ -157,7 +136,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
                 label, tip = module_label(view, info.instances)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
-                add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
+                add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
@@ -168,7 +147,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
     return hints
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/inlayHint`` (answered from the store, on the event loop)."""
 
     # The hints of a document only change with its text, its states' results and the settings:
@@ -176,16 +155,16 @@ def register(server) -> None:
     built: dict[str, tuple[tuple, list[types.InlayHint]]] = {}
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    def inlay_hint(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
+    def inlay_hint(ls: Editor, params: types.InlayHintParams) -> list[types.InlayHint]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
         states = ls.states_for(document)
-        version = (hash(document.text), ls.analyzer.settings.inlayHints,
+        version = (hash(document.text), ls.session.settings.inlayHints,
                    tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints, path=document.path))
+                document.rel, ls.lines(document), states, ls.session.settings.inlayHints, path=document.path))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]
