@@ -7,26 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from torchscan_lsp.worker.runner import run_job
-
-
-def write(root: Path, files: dict[str, str]) -> dict[str, str]:
-    written = {}
-    for rel, text in files.items():
-        text = textwrap.dedent(text).lstrip("\n")
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-        written[rel] = text
-    return written
-
-
-def line_of(text: str, needle: str) -> int:
-    return text.count("\n", 0, text.index(needle)) + 1
+from workspace_files import line_of, write
 
 
 def run(root: Path, rel: str, target: str, options: dict) -> dict:

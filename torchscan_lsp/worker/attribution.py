@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import torch
 
+from torchscan_lsp.contract.messages import SourceMap
 from torchscan_lsp.engine.inputs import tensor_meta
 from torchscan_lsp.engine.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
@@ -153,8 +154,8 @@ class CallSites(PassObserver):
     # -- results ---------------------------------------------------------------------------------
 
     def source_map(self, definitions: dict[str, Definition], layers: list[dict[str, Any]] | None,
-                   ignored: dict[str, str], classes: list[dict[str, Any]]) -> dict[str, Any]:
-        """The job's source map (see ``docs/architecture.md``).
+                   ignored: dict[str, str], classes: list[dict[str, Any]]) -> SourceMap:
+        """The job's source map (:class:`~torchscan_lsp.contract.messages.SourceMap`).
 
         Library sites are kept in the files that define a module class of the model (``classes``:
         the modeling file a go-to-definition opens); the decorators, wrappers and back ends that
@@ -191,7 +192,7 @@ class CallSites(PassObserver):
             {"file": site[0], "line": site[1], "layer": owner, "operator": name, "output": value}
             for site, (owner, name, value) in sorted(self.outputs.items()) if shown(site)
         ]
-        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes}
+        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes}  # type: ignore[typeddict-item]
 
 
 class SourceRecorder:
@@ -252,7 +253,7 @@ class SourceRecorder:
         self.running = CallSites(self.files)
         return self.running
 
-    def source_map(self, layers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def source_map(self, layers: list[dict[str, Any]] | None = None) -> SourceMap:
         """The job's source map; ``modules`` keeps only calls that match a report layer when given.
 
         Built with Python's cyclic garbage collector paused, as the engine builds its report: the
