@@ -142,23 +142,40 @@ def test_stock_transformer_modules_are_counted_whole_on_every_path(name, build, 
     assert not [d for d in report["diagnostics"] if d["code"] == "container_work"], name
 
 
-class Tied(nn.Module):
+class Branch(nn.Module):
     def __init__(self):
         super().__init__()
-        self.emb = nn.Embedding(50, 8)
-        self.head = nn.Linear(8, 50, bias=False)
-        self.head.weight = self.emb.weight
+        self.used = nn.Linear(3, 4)
+        self.unused = nn.LazyLinear(4)
 
-    def forward(self, ids):
-        return self.head(self.emb(ids))
+    def forward(self, x):
+        return self.used(x)
 
 
-def test_shared_parameters_say_with_whom():
-    report = crawl_module(Tied(), args=(torch.zeros(1, 4, dtype=torch.long),))
-    # one 50x8 tensor: 400 elements, counted by the embedding; the head's record shares them
-    emb, head = report["layers"][1]["parameters"], report["layers"][2]["parameters"]
-    assert emb == {"trainable": 400, "frozen": 0, "bytes": 1600, "shared": False, "shared_elements": 0, "shared_with": []}
-    assert head == {"trainable": 0, "frozen": 0, "bytes": 0, "shared": True, "shared_elements": 400, "shared_with": ["emb"]}
-    assert value(report, "parameters") == ("complete", 400)
-    # the head's matmul still runs: 4*8*50 = 1600 MACs
-    assert report["layers"][2]["metrics"]["operator_macs"]["value"] == 1600
+def test_a_lazy_module_that_never_ran_makes_the_parameter_totals_partial():
+    report = crawl_module(Branch(), args=(torch.rand(2, 3),))
+    # Linear(3, 4): 12 + 4 = 16 known parameters; the lazy module has no sizes yet
+    assert value(report, "parameters") == ("partial", 16)
+    assert report["diagnostics"][0]["code"] == "uninitialized_parameters"
+    assert "'unused'" in report["diagnostics"][0]["message"]
+    assert value(report, "operator_macs") == ("complete", 2 * 3 * 4)
+
+
+class Guarded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lazy = nn.LazyLinear(4)
+
+    def forward(self, x):
+        try:
+            return self.lazy("not a tensor")  # the lazy module fails to initialise
+        except AttributeError:
+            return x
+
+
+def test_a_lazy_module_whose_call_raised_counts_nothing():
+    report = crawl_module(Guarded(), args=(torch.rand(2, 3),), mode="structure")
+    lazy = report["layers"][1]
+    assert lazy["path"] == "lazy" and lazy["output"] == {"kind": "pending"}
+    assert lazy["parameters"]["trainable"] == 0
+    assert value(report, "parameters") == ("partial", 0)

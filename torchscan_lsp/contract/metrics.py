@@ -60,7 +60,7 @@ METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
 METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode"
 #: Multiply-accumulates of the dispatched matrix, convolution, attention and recurrent operators,
-#: from this project's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
+#: from the engine's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
 METHOD_OPERATOR_MACS = "torchscan_operator_macs"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.

@@ -30,6 +30,7 @@ from torch import nn
 
 from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
+from torchscan_lsp.engine.module_info import ModelScan
 from torchscan_lsp.engine.module_metrics import call_failed
 from torchscan_lsp.engine.operator_counter import OperatorCounter
 from torchscan_lsp.engine.operator_metrics import (
@@ -38,28 +39,12 @@ from torchscan_lsp.engine.operator_metrics import (
     operator_macs_total,
 )
 from torchscan_lsp.engine.operators import flop_report, not_requested_flop_report
-from torchscan_lsp.engine.param_stats import add_packed_totals
+from torchscan_lsp.engine.param_stats import add_packed_totals, initialized, mark_uninitialized
 from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
 from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
 
 __all__ = ["crawl_module", "record_pass", "run_forward"]
-
-
-def _tensors(named: list[tuple[str, nn.Module]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """``module.parameters()`` and ``module.buffers()`` (same order, shared tensors once) in one pass."""
-    parameters: list[torch.Tensor] = []
-    buffers: list[torch.Tensor] = []
-    seen: set[int] = set()
-    for _, submodule in named:
-        for found, table in ((parameters, submodule._parameters), (buffers, submodule._buffers)):
-            if not table:
-                continue
-            for tensor in table.values():
-                if tensor is not None and id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    found.append(tensor)
-    return parameters, buffers
 
 
 def run_forward(
@@ -71,18 +56,20 @@ def run_forward(
     *,
     eval_mode: bool = True,
 ) -> None:
-    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter.
+    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter; then
+    count the records' parameters (:meth:`CallRecorder.count_parameters`).
 
     With ``eval_mode`` the model is put in evaluation mode for the call (``module.eval()``, skipped
     when no module is training); every module's ``training`` flag is restored by assignment
     afterwards (so no ``train()`` override runs and BatchNorm statistics stay as they were), even
     when the forward raises. ``modules``: ``list(module.modules())`` when the caller has it already.
     """
-    flags = [(m, m.training) for m in (module.modules() if modules is None else modules)]
+    modules = list(module.modules()) if modules is None else modules
+    training = [m.training for m in modules]
     handles: list[Any] = []
     try:
         handles = install_hooks(module, recorder)
-        if eval_mode and any(flag for _, flag in flags):
+        if eval_mode and True in training:
             module.eval()
         with torch.no_grad():
             if counter is None:
@@ -92,9 +79,10 @@ def run_forward(
                     module(*inputs.args, **inputs.kwargs)
     finally:
         remove_hooks(handles)
-        for submodule, flag in flags:
+        for submodule, flag in zip(modules, training):
             if submodule.training is not flag:
                 submodule.training = flag
+    recorder.count_parameters()
 
 
 def _collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,10 +124,10 @@ def record_pass(
     ``torch.no_grad()``; ``eval_mode`` as in :func:`run_forward`. An exception of the forward
     propagates unchanged, after every observer was told the calls ended.
     """
-    named = list(module.named_modules())
-    recorder = CallRecorder(module, named=named, observers=observers)
+    scan = ModelScan(module)
+    recorder = CallRecorder(module, infos=scan.infos, observers=observers)
     inputs = PreparedInputs(tuple(args), dict(kwargs or {}), {})
-    run_forward(module, inputs, recorder, None, [m for _, m in named], eval_mode=eval_mode)
+    run_forward(module, inputs, recorder, None, [m for _, m in scan.named], eval_mode=eval_mode)
     return recorder.layers  # type: ignore[return-value]
 
 
@@ -180,8 +168,8 @@ def crawl_module(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
-    named = list(module.named_modules())
-    parameters, buffers = _tensors(named)
+    scan = ModelScan(module)
+    parameters, buffers = scan.parameters, scan.buffers
     context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
     # follows the data flow: cumulative receptive field, container work, token dependencies
@@ -192,7 +180,7 @@ def crawl_module(
         module,
         evaluate=tracker.evaluate if tracker is not None else None,
         on_failure=call_failed if full else None,
-        named=named,
+        infos=scan.infos,
         observers=observers,
         counting=full,
     )
@@ -200,7 +188,7 @@ def crawl_module(
     recorder.counter = counter
     if tracker is not None:
         tracker.attach(recorder, counter)
-    run_forward(module, inputs, recorder, counter, [m for _, m in named])
+    run_forward(module, inputs, recorder, counter, [m for _, m in scan.named])
 
     layers = recorder.layers
     if counter is not None:
@@ -209,7 +197,8 @@ def crawl_module(
         macs_total = operator_macs_total(recorder)
     else:
         operator_flops, macs_total = not_requested_flop_report(), not_requested_macs_total()
-    totals = {**model_totals(module, parameters, buffers), **forward_totals(layers, operator_flops["total"], mode)}
+    ready = initialized(parameters), initialized(buffers)
+    totals = {**model_totals(module, *ready), **forward_totals(layers, operator_flops["total"], mode)}
     totals["operator_macs"] = macs_total
     report: AnalysisReport = {
         "schema_version": SCHEMA_VERSION,
@@ -220,7 +209,9 @@ def crawl_module(
         "totals": totals,
         "diagnostics": [*recorder.diagnostics, *operator_flops["diagnostics"]],
     }
-    add_packed_totals(report, recorder.infos, module)  # type: ignore[arg-type]
+    add_packed_totals(report, recorder.infos)  # type: ignore[arg-type]
+    if ready[0] is not parameters or ready[1] is not buffers:
+        mark_uninitialized(report, scan.named)  # type: ignore[arg-type]
     if tracker is not None:
         tracker.finish(report)  # type: ignore[arg-type]
     if strict:

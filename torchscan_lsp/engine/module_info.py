@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["ModuleInfo", "is_metric_leaf", "module_infos", "packed_holders", "type_name"]
+__all__ = ["ModelScan", "ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders", "type_name"]
 
 #: Stock Transformer modules measured as one unit when their ``forward`` is the stock one.
 _TRANSFORMERS = (
@@ -59,7 +59,7 @@ class ModuleInfo:
     __slots__ = ("path", "name", "depth", "type", "leaf", "recorded", "script", "recurse", "tensors", "packed", "label")
 
     def __init__(
-        self, path: str, name: str, depth: int, type: str, *, leaf: bool, recorded: bool, script: bool,
+        self, path: str, name: str, depth: int, type: str, leaf: bool, recorded: bool, script: bool,
         recurse: bool, tensors: bool, packed: tuple[nn.Module, ...], label: str,
     ) -> None:  # fmt: skip
         self.path = path
@@ -119,38 +119,48 @@ def _is_parametrized(module: nn.Module) -> bool:
     return "parametrizations" in module._modules and torch.nn.utils.parametrize.is_parametrized(module)
 
 
-def _computing_children(module: nn.Module) -> list[nn.Module]:
-    """The children that compute: without the parametrization holder and packed-weight holders."""
-    children = module._modules
-    if not children:
-        return []
-    found = []
-    for name, child in children.items():
-        if child is None:
-            continue
-        if name == "parametrizations" and _is_parametrized(module):
-            continue
-        if not child._modules and _holds_packed(child):
-            continue
-        found.append(child)
-    return found
+def _computes(name: str, child: nn.Module | None, parent: nn.Module) -> bool:
+    """Whether ``child`` (registered as ``name``) computes, unlike the holders of ``parent``'s
+    parametrizations and of packed quantized weights."""
+    if child is None:
+        return False
+    if name == "parametrizations" and _is_parametrized(parent):
+        return False
+    return bool(child._modules) or not _holds_packed(child)
 
 
-def _stock_transformer(module: nn.Module) -> bool:
-    cls = type(module)
+def _stock_transformer(cls: type) -> bool:
     for stock in _TRANSFORMERS:
-        if isinstance(module, stock):
+        if issubclass(cls, stock):
             return cls.forward is stock.forward
     return False
 
 
+#: class -> (type name, ScriptModule, measured as one unit, of a quantization namespace)
+_CLASS_FACTS: dict[type, tuple[str, bool, bool, bool]] = {}
+
+
+def _class_facts(cls: type) -> tuple[str, bool, bool, bool]:
+    facts = _CLASS_FACTS.get(cls)
+    if facts is None:
+        unit = issubclass(cls, nn.MultiheadAttention) or _stock_transformer(cls)
+        quantized = (cls.__module__ or "").startswith(_QUANTIZED_PREFIXES)
+        facts = _CLASS_FACTS[cls] = (type_name(cls), issubclass(cls, torch.jit.ScriptModule), unit, quantized)
+    return facts
+
+
+def _is_leaf(module: nn.Module, children: Any, script: bool, unit: bool) -> bool:
+    if script:
+        return False
+    if not children or unit:
+        return True
+    return not any(_computes(name, child, module) for name, child in children.items())
+
+
 def is_metric_leaf(module: nn.Module) -> bool:
     """The one leaf rule: whether module formulas measure ``module``'s calls (module docstring)."""
-    if isinstance(module, torch.jit.ScriptModule):
-        return False
-    if not module._modules:
-        return True
-    return isinstance(module, nn.MultiheadAttention) or _stock_transformer(module) or not _computing_children(module)
+    _, script, unit, _ = _class_facts(type(module))
+    return _is_leaf(module, module._modules, script, unit)
 
 
 def packed_holders(module: nn.Module) -> tuple[nn.Module, ...]:
@@ -162,35 +172,72 @@ def packed_holders(module: nn.Module) -> tuple[nn.Module, ...]:
     return tuple(found)
 
 
-def module_infos(root: nn.Module, named: list[tuple[str, nn.Module]] | None = None) -> dict[int, ModuleInfo]:
-    """Every module of ``root``, keyed by ``id``, in ``named_modules()`` order (module docstring).
-
-    ``named``: ``list(root.named_modules())`` when the caller has it already.
-    """
-    base = type(root).__name__
-    infos: dict[int, ModuleInfo] = {}
-    script_type = torch.jit.ScriptModule
-    # paths of the metric leaves met so far, as prefixes: their descendants are not recorded
-    covered: list[str] = []
-    for path, module in root.named_modules() if named is None else named:
+def named_modules(root: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``list(root.named_modules())``, computed without PyTorch's nested generators (one frame per
+    level per module): the same pre-order, the same first names of shared modules."""
+    if type(root).named_modules is not nn.Module.named_modules:
+        return list(root.named_modules())
+    found: list[tuple[str, nn.Module]] = []
+    memo: set[int] = set()
+    stack: list[tuple[str, nn.Module]] = [("", root)]
+    while stack:
+        path, module = stack.pop()
+        if id(module) in memo:
+            continue
+        memo.add(id(module))
+        found.append((path, module))
         children = module._modules
-        script = isinstance(module, script_type)
-        leaf = not script and (not children or is_metric_leaf(module))
-        while covered and not path.startswith(covered[-1]):
-            covered.pop()
-        recorded = not covered
-        if children and leaf:
-            covered.append(f"{path}." if path else "")
-        packed = packed_holders(module) if children or _holds_packed(module) else ()
-        if path:
-            name, depth, label = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}"
-        else:
-            name, depth, label = base.lower(), 0, base
-        recurse = script or (leaf and bool(children))
-        infos[id(module)] = ModuleInfo(
-            path, name, depth, type_name(type(module)),
-            leaf=leaf, recorded=recorded, script=script, recurse=recurse,
-            tensors=bool(recurse or module._parameters or module._buffers or packed),
-            packed=packed, label=label,
-        )  # fmt: skip
-    return infos
+        if children:
+            prefix = f"{path}." if path else ""
+            stack.extend([(prefix + name, child) for name, child in reversed(children.items()) if child is not None])
+    return found
+
+
+class ModelScan:
+    """One pass over a model: its modules in ``named_modules()`` order, their :class:`ModuleInfo`
+    by ``id``, and its parameters and buffers as ``parameters()``/``buffers()`` give them (each
+    tensor once, in the same order)."""
+
+    __slots__ = ("named", "infos", "parameters", "buffers")
+
+    def __init__(self, root: nn.Module) -> None:
+        self.named = named_modules(root)
+        self.infos: dict[int, ModuleInfo] = {}
+        self.parameters: list[torch.Tensor] = []
+        self.buffers: list[torch.Tensor] = []
+        base = type(root).__name__
+        infos, parameters, buffers, seen = self.infos, self.parameters, self.buffers, set()
+        class_facts = _CLASS_FACTS.get
+        # paths of the metric leaves met so far, as prefixes: their descendants are not recorded
+        covered: list[str] = []
+        for path, module in self.named:
+            children, own_parameters, own_buffers = module._modules, module._parameters, module._buffers
+            cls = type(module)
+            type_label, script, unit, quantized = class_facts(cls) or _class_facts(cls)
+            leaf = (not children or unit or _is_leaf(module, children, script, unit)) and not script
+            while covered and not path.startswith(covered[-1]):
+                covered.pop()
+            recorded = not covered
+            if children and leaf:
+                covered.append(f"{path}." if path else "")
+            packed = packed_holders(module) if quantized else ()
+            if path:
+                name, depth, label = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}"
+            else:
+                name, depth, label = base.lower(), 0, base
+            recurse = script or (leaf and bool(children))
+            tensors = bool(recurse or own_parameters or own_buffers or packed)
+            infos[id(module)] = ModuleInfo(
+                path, name, depth, type_label, leaf, recorded, script, recurse, tensors, packed, label
+            )
+            for table, found in ((own_parameters, parameters), (own_buffers, buffers)):
+                if table:
+                    for tensor in table.values():
+                        if tensor is not None and id(tensor) not in seen:
+                            seen.add(id(tensor))
+                            found.append(tensor)
+
+
+def module_infos(root: nn.Module) -> dict[int, ModuleInfo]:
+    """Every module of ``root``, keyed by ``id``, in ``named_modules()`` order (module docstring)."""
+    return ModelScan(root).infos

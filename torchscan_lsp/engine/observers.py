@@ -68,8 +68,9 @@ class PassObserver:
         """A call of ``module`` ended (from the global forward hook), after the engine recorded it.
 
         Args:
-            layer: as in :meth:`call_started`; the record holds the call's output metadata and, in
-                full mode, its module-formula metrics.
+            layer: as in :meth:`call_started`; the record holds the call's input and output
+                metadata and, in full mode, its module-formula metrics (its ``parameters``,
+                ``buffers``, ``operator_flops`` and ``operator_macs`` are filled in when the pass ends).
             kwargs: the call's keyword arguments (``{}`` when the forward raised: PyTorch passes
                 none to hooks then).
             output: what ``forward`` returned (``None`` when it raised).

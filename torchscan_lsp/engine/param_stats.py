@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin
 
 from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.report import make_diagnostic, metric_result
 
-__all__ = ["ParameterStats", "add_packed_totals", "packed_weights"]
+__all__ = ["ParameterStats", "add_packed_totals", "initialized", "mark_uninitialized", "packed_weights"]
 
 
 def packed_weights(holder: nn.Module) -> list[Any] | None:
@@ -35,12 +36,30 @@ def packed_weights(holder: nn.Module) -> list[Any] | None:
     return [tensor for tensor in found if tensor is not None]
 
 
-def _zero_parameters() -> dict[str, Any]:
-    return {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+_NONE: tuple[int, int, int, int, None] = (0, 0, 0, 0, None)
 
 
-def _zero_buffers() -> dict[str, Any]:
-    return {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+def _joined(first: list[str] | None, second: list[str] | None) -> list[str] | None:
+    """Two lists of owner paths (or None) as one, in first-seen order."""
+    if not second:
+        return first
+    if not first:
+        return second
+    return first + [owner for owner in second if owner not in first]
+
+
+def _parameters(trainable: int, frozen: int, nbytes: int, shared: int, owners: list[str] | None) -> dict[str, Any]:
+    return {
+        "trainable": trainable, "frozen": frozen, "bytes": nbytes, "shared": owners is not None,
+        "shared_elements": shared, "shared_with": owners or [],
+    }  # fmt: skip
+
+
+def _buffers(trainable: int, frozen: int, nbytes: int, shared: int, owners: list[str] | None) -> dict[str, Any]:
+    return {
+        "elements": trainable + frozen, "bytes": nbytes, "shared": owners is not None, "shared_elements": shared,
+        "shared_with": owners or [],
+    }  # fmt: skip
 
 
 class ParameterStats:
@@ -53,78 +72,89 @@ class ParameterStats:
         #: full class names of modules whose packed weights could not be unpacked (not counted)
         self.unpacked: dict[str, str] = {}
 
-    def _count(self, tensors: Any, path: str, stats: dict[str, Any], kind: str) -> None:
+    def _count(self, tensors: Any, path: str) -> tuple[int, int, int, int, list[str] | None]:
+        """``(trainable, frozen, bytes, shared elements, shared with)`` of ``tensors``, counting each
+        tensor not seen before for ``path``."""
         seen = self._seen
+        trainable = frozen = nbytes = shared = 0
+        owners: list[str] | None = None
         for tensor in tensors:
             if tensor is None:
                 continue
             key = id(tensor)
             owner = seen.get(key)
+            numel = tensor.numel()
             if owner is not None:
-                stats["shared"] = True
-                stats["shared_elements"] += tensor.numel()
-                if owner not in stats["shared_with"]:
-                    stats["shared_with"].append(owner)
+                shared += numel
+                if owners is None:
+                    owners = [owner]
+                elif owner not in owners:
+                    owners.append(owner)
                 continue
             seen[key] = path
-            numel = tensor.numel()
-            stats["bytes"] += numel * tensor.element_size()
-            if kind == "buffers":
-                stats["elements"] += numel
-            elif tensor.requires_grad:
-                stats["trainable"] += numel
+            nbytes += numel * tensor.element_size()
+            if tensor.requires_grad:
+                trainable += numel
             else:
-                stats["frozen"] += numel
+                frozen += numel
+        return trainable, frozen, nbytes, shared, owners
 
-    def _count_packed(self, info: ModuleInfo, stats: dict[str, Any]) -> None:
+    def _count_packed(self, info: ModuleInfo) -> tuple[int, int, int, int, list[str] | None]:
+        """The same for the packed quantized weights of ``info.packed`` (frozen: no gradients)."""
         seen = self._seen
+        frozen = nbytes = shared = 0
+        owners: list[str] | None = None
         for holder in info.packed:
-            key = id(holder)
-            owner = seen.get(key)
             tensors = packed_weights(holder)
             if tensors is None:
                 cls = type(holder)
                 self.unpacked.setdefault(info.path, f"{cls.__module__}.{cls.__qualname__}")
                 continue
             elements = sum(t.numel() for t in tensors)
+            owner = seen.get(id(holder))
             if owner is not None:
-                stats["shared"] = True
-                stats["shared_elements"] += elements
-                if owner not in stats["shared_with"]:
-                    stats["shared_with"].append(owner)
+                shared += elements
+                owners = _joined(owners, [owner])
                 continue
-            seen[key] = info.path
-            stats["frozen"] += elements
-            stats["bytes"] += sum(t.numel() * t.element_size() for t in tensors)
+            seen[id(holder)] = info.path
+            frozen += elements
+            nbytes += sum(t.numel() * t.element_size() for t in tensors)
+        return 0, frozen, nbytes, shared, owners
 
     def of_call(self, module: nn.Module, info: ModuleInfo) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(parameters, buffers)`` of one call of ``module``: its own tensors (with its
         descendants' when ``info.recurse``), each counted once per crawl."""
-        parameters, buffers = _zero_parameters(), _zero_buffers()
+        path = info.path
         if info.recurse:
-            own_params: Any = module.parameters()
-            own_buffers: Any = module.buffers()
+            params = self._count(module.parameters(), path)
+            buffers = self._count(module.buffers(), path)
         else:
-            own_params = module._parameters.values() if module._parameters else ()
-            own_buffers = module._buffers.values() if module._buffers else ()
-        if own_params:
-            self._count(own_params, info.path, parameters, "parameters")
-        if own_buffers:
-            self._count(own_buffers, info.path, buffers, "buffers")
+            params = self._count(module._parameters.values(), path) if module._parameters else _NONE
+            buffers = self._count(module._buffers.values(), path) if module._buffers else _NONE
         if info.packed:
-            self._count_packed(info, parameters)
-        return parameters, buffers
+            packed = self._count_packed(info)
+            params = (*(a + b for a, b in zip(params[:4], packed[:4])), _joined(params[4], packed[4]))  # type: ignore[assignment]
+        return _parameters(*params), _buffers(*buffers)
 
     def add_descendants(self, module: nn.Module, info: ModuleInfo, record: dict[str, Any]) -> None:
         """Count the tensors below a container measured as one unit (its own were counted already)."""
         own = {id(t) for t in (*module._parameters.values(), *module._buffers.values())}
-        below = [t for t in module.parameters() if id(t) not in own]
-        self._count(below, info.path, record["parameters"], "parameters")
-        below = [t for t in module.buffers() if id(t) not in own]
-        self._count(below, info.path, record["buffers"], "buffers")
+        for key, tensors in (("parameters", module.parameters()), ("buffers", module.buffers())):
+            added = self._count([t for t in tensors if id(t) not in own], info.path)
+            stats = record[key]
+            if key == "parameters":
+                stats["trainable"] += added[0]
+                stats["frozen"] += added[1]
+            else:
+                stats["elements"] += added[0] + added[1]
+            stats["bytes"] += added[2]
+            if added[4] is not None:
+                stats["shared"] = True
+                stats["shared_elements"] += added[3]
+                stats["shared_with"].extend(owner for owner in added[4] if owner not in stats["shared_with"])
 
 
-def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo], root: nn.Module) -> None:
+def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo]) -> None:
     """Add the model's packed quantized weights to ``parameters``, ``frozen_parameters`` and
     ``parameter_bytes``; a holder that cannot be unpacked makes them partial, with one
     ``packed_parameters`` diagnostic naming the modules by their full class names."""
@@ -162,3 +192,36 @@ def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo], root
                 f"Packed quantized weights could not be unpacked and are not counted: {', '.join(unknown)}.",
             ),
         )
+
+
+def initialized(tensors: list[Any]) -> list[Any]:
+    """``tensors`` without the uninitialised parameters and buffers of lazy modules that never ran."""
+    if not any(isinstance(tensor, UninitializedTensorMixin) for tensor in tensors):
+        return tensors
+    return [tensor for tensor in tensors if not isinstance(tensor, UninitializedTensorMixin)]
+
+
+def mark_uninitialized(report: dict[str, Any], named: list[tuple[str, nn.Module]]) -> None:
+    """Make the parameter and buffer totals partial, with one ``uninitialized_parameters`` diagnostic,
+    when a lazy module never ran (its tensors have no size yet); nothing otherwise."""
+    paths = [
+        f"'{path}'" if path else "the root module"
+        for path, module in named
+        if any(isinstance(t, UninitializedTensorMixin) for t in (*module._parameters.values(), *module._buffers.values()))
+    ]
+    if not paths:
+        return
+    totals = report["totals"]
+    for name in ("parameters", "trainable_parameters", "frozen_parameters", "parameter_bytes", "buffer_elements", "buffer_bytes"):
+        total = totals[name]
+        totals[name] = metric_result(
+            status="partial", known_value=total["known_value"], unit=total["unit"], scope=total["scope"], method=total["method"]
+        )
+    report["diagnostics"].insert(
+        0,
+        make_diagnostic(
+            "uninitialized_parameters",
+            "parameters",
+            f"Lazy modules that never ran have no parameter sizes yet and are not counted: {', '.join(paths)}.",
+        ),
+    )

@@ -78,7 +78,7 @@ class CallRecorder:
         root: the analysed model.
         evaluate: called in the forward hook of every metric-leaf call (``None`` in structure mode).
         on_failure: called for a metric-leaf call that raised (an exception caught by a parent).
-        named: ``list(root.named_modules())`` when the caller has it already.
+        infos: ``ModelScan(root).infos`` when the caller has it already.
         observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every call.
         counting: whether an operator counter adds to the active calls (it sets ``counter``, which
             is paused while ``evaluate`` runs).
@@ -90,14 +90,17 @@ class CallRecorder:
         *,
         evaluate: Evaluator | None = None,
         on_failure: FailureHandler | None = None,
-        named: list[tuple[str, nn.Module]] | None = None,
+        infos: dict[int, ModuleInfo] | None = None,
         observers: Any = (),
         counting: bool = False,
     ) -> None:
-        self.infos = module_infos(root, named)
+        self.infos = module_infos(root) if infos is None else infos
         self.layers: list[dict[str, Any]] = []
         self.diagnostics: list[Diagnostic] = []
         self.stats = ParameterStats()
+        #: the call of each record, and the records of containers measured as one unit
+        self.owners: list[Call] = []
+        self.units: set[int] = set()
         self.counter: Any = None
         #: the active calls, innermost last; ``frames[0]`` stands for "outside every call"
         self.frames: list[Call] = [Call(None, None, None, None, ())]
@@ -126,8 +129,7 @@ class CallRecorder:
     def _make_pre_hook(self) -> Callable[[nn.Module, tuple], None]:
         infos, layers, frames, calls = self.infos, self.layers, self.frames, self._calls
         active, thread, get_ident = self._active, self._thread, threading.get_ident
-        of_call, starts, counting, tensor_type = self.stats.of_call, self._starts, self._counting, torch.Tensor
-        lazy_type = LazyModuleMixin
+        owners, starts, counting, tensor_type = self.owners, self._starts, self._counting, torch.Tensor
 
         def pre_hook(module: nn.Module, args: tuple) -> None:
             key = id(module)
@@ -144,13 +146,6 @@ class CallRecorder:
                 return
             call_index = calls.get(key, 0)
             calls[key] = call_index + 1
-            if not info.tensors:
-                parameters: Any = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
-                buffers: Any = {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
-            elif isinstance(module, lazy_type) and module.has_uninitialized_params():
-                parameters = buffers = None  # counted when the call returns, once the module initialised itself
-            else:
-                parameters, buffers = of_call(module, info)
             if len(args) == 1:  # the common case, without a comprehension's frame
                 value = args[0]
                 args_meta = [tensor_meta(value) if type(value) is tensor_type else value_meta(value)]
@@ -166,56 +161,62 @@ class CallRecorder:
                     "type": info.type,
                     "input": {"args": args_meta, "kwargs": {}},
                     "output": {"kind": "pending"},
-                    "parameters": parameters,
-                    "buffers": buffers,
-                    "metrics": {"calls": _CALLS.copy()},
+                    "parameters": None,  # counted when the pass ends (count_parameters)
+                    "buffers": None,
+                    "metrics": {"calls": {**_CALLS}},
                 }
             )
-            frames.append(Call(module, info, layer, layer, args))
+            call = Call(module, info, layer, layer, args)
+            owners.append(call)
+            frames.append(call)
             for start in starts:
                 start(module, info, layer, args)
 
         return pre_hook
 
+    def _fold(self, call: Call, parent: Call) -> None:
+        """Add an ended call's inclusive operator counts to its parent's and to its label's."""
+        parent.flops += call.flops
+        parent.macs += call.macs
+        parent.counted += call.counted
+        if call.uncounted:
+            parent.uncounted = _merge(parent.uncounted, call.uncounted)
+        if call.macs_unknown:
+            parent.macs_unknown = _merge(parent.macs_unknown, call.macs_unknown)
+        active, label = self._active, call.info.label
+        left = active.get(label, 1) - 1
+        if left > 0:
+            active[label] = left
+        else:  # the label's outermost call: the label's total counts each operator once
+            active.pop(label, None)
+            self.label_flops[label] = self.label_flops.get(label, 0) + call.flops
+            if call.counted:
+                self.label_counted.add(label)
+        if call.layer is not None:
+            self.ended.append(call)
+
     def _end_frames(self, module: nn.Module) -> Call | None:
-        """Pop the calls down to ``module``'s, adding each one's counts to its parent's."""
+        """Pop the calls down to ``module``'s (calls whose end was not seen are ended with it)."""
         frames = self.frames
         depth = len(frames) - 1
         while depth > 0 and frames[depth].module is not module:
             depth -= 1
         if depth == 0:
             return None  # a call whose start was not seen
-        counting, active, ended = self._counting, self._active, self.ended
         while True:
             call = frames.pop()
-            parent = frames[-1]
-            call.args = None
-            if counting:
-                parent.flops += call.flops
-                parent.macs += call.macs
-                parent.counted += call.counted
-                if call.uncounted:
-                    parent.uncounted = _merge(parent.uncounted, call.uncounted)
-                if call.macs_unknown:
-                    parent.macs_unknown = _merge(parent.macs_unknown, call.macs_unknown)
-                label = call.info.label
-                left = active.get(label, 1) - 1
-                if left > 0:
-                    active[label] = left
-                else:  # the label's outermost call: the label's total counts each operator once
-                    active.pop(label, None)
-                    self.label_flops[label] = self.label_flops.get(label, 0) + call.flops
-                    if call.counted:
-                        self.label_counted.add(label)
-            if call.layer is not None:
-                ended.append(call)
+            if self._counting:
+                self._fold(call, frames[-1])
             if call.module is module:
                 return call
+            for end in self._ends:
+                end(call.module, call.info, call.layer, call.args, {}, None, None)
 
     def _make_post_hook(self) -> Callable[..., None]:
-        infos, layers, thread, get_ident = self.infos, self.layers, self._thread, threading.get_ident
+        infos, layers, frames, thread, get_ident = self.infos, self.layers, self.frames, self._thread, threading.get_ident
         diagnostics, evaluate, on_failure = self.diagnostics, self._evaluate, self._on_failure
-        ends, end_frames, of_call, tensor_type = self._ends, self._end_frames, self.stats.of_call, torch.Tensor
+        ends, end_frames, fold, counting = self._ends, self._end_frames, self._fold, self._counting
+        tensor_type = torch.Tensor
 
         def post_hook(module: nn.Module, args: tuple, *rest: Any) -> None:
             # Called as (module, args, kwargs, output) after a normal return, and as
@@ -223,27 +224,27 @@ class CallRecorder:
             info = infos.get(id(module))
             if info is None or get_ident() != thread:
                 return
-            pre_args = self.frames[-1].args if self.frames[-1].module is module else None
-            call = end_frames(module)
-            if call is None:
-                return
+            call = frames[-1]
+            if call.module is module and len(frames) > 1:  # the common case: the innermost call ends
+                frames.pop()
+                if counting:
+                    fold(call, frames[-1])
+            else:
+                call = end_frames(module)
+                if call is None:
+                    return
+            pre_args, call.args = call.args, None
             index = call.layer
             if len(rest) != 2:  # the call raised (and a parent may catch the exception)
                 error = sys.exc_info()[1]
-                if index is not None:
-                    record = layers[index]
-                    if record["parameters"] is None:
-                        record["parameters"], record["buffers"] = of_call(module, info)
-                    if on_failure is not None and (info.leaf or info.script):
-                        on_failure(info, record, error, diagnostics)
+                if index is not None and on_failure is not None and (info.leaf or info.script):
+                    on_failure(info, layers[index], error, diagnostics)
                 for end in ends:
                     end(module, info, index, args, {}, None, error)
                 return
             kwargs, output = rest
             if index is not None:
                 record = layers[index]
-                if record["parameters"] is None:  # a lazy module, initialised by its own pre-hook
-                    record["parameters"], record["buffers"] = of_call(module, info)
                 if args is not pre_args:
                     record["input"] = call_meta(args, kwargs)
                 elif kwargs:
@@ -256,6 +257,21 @@ class CallRecorder:
 
         return post_hook
 
+    def count_parameters(self) -> None:
+        """Fill in every record's ``parameters`` and ``buffers``, in record order (so a tensor is
+        counted by the first call that owns it, as if counted at each call's start), once the pass
+        ended: lazy modules have initialised themselves by then, and the hooks stay cheap."""
+        stats, layers, units, lazy = self.stats, self.layers, self.units, LazyModuleMixin
+        for index, call in enumerate(self.owners):
+            module, info, record = call.module, call.info, layers[index]
+            if not info.tensors or (isinstance(module, lazy) and module.has_uninitialized_params()):
+                record["parameters"] = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+                record["buffers"] = {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+                continue
+            record["parameters"], record["buffers"] = stats.of_call(module, info)
+            if index in units:
+                stats.add_descendants(module, info, record)
+
     def _evaluate_call(
         self, module: nn.Module, info: ModuleInfo, args: tuple, kwargs: dict, output: Any, record: dict, index: int
     ) -> None:
@@ -263,8 +279,8 @@ class CallRecorder:
             if len(self.layers) != index + 1:
                 return  # a container whose children ran: they carry the metrics
             # None of its children ran: a fused fast path or work written in the container's own
-            # forward. Measure the call as one unit.
-            self.stats.add_descendants(module, info, record)
+            # forward. Measure the call as one unit (its descendants' tensors count in its record).
+            self.units.add(index)
         counter = self.counter
         if counter is None:
             self._evaluate(module, info, args, kwargs, output, record, self.diagnostics)  # type: ignore[misc]
