@@ -197,3 +197,31 @@ def test_a_worker_result_without_layer_indexes_is_still_read():
     view = ResultView(result)
     assert view.line("net.py", 10).defined == ["head"]
     assert view.line(LIBRARY, 6).defined == ["blocks.0.fc", "blocks.1.fc"]
+
+
+def test_a_container_never_called_itself_is_hinted_on_its_own_line():
+    # 1  class Heads(nn.Module):
+    # 2      ... self.heads = nn.ModuleDict({
+    # 3          "a": nn.Linear(4, 4),
+    # 4          "b": nn.Linear(4, 4),
+    # 5      })
+    # forward calls heads["a"] and heads["b"], never the ModuleDict: its line sums its two children,
+    # 2·20 = 40 parameters and 2·32 = 64 FLOPs
+    result = {
+        "ok": True, "target": "Heads", "imported_files": ["heads.py"],
+        "report": {"layers": [_layer("", "Heads", 0), _layer("heads.a", "Linear", 20, 32), _layer("heads.b", "Linear", 20, 32)],
+                   "totals": {}, "diagnostics": []},
+        "source_map": {
+            "modules": [{"layer": index, "defined_at": _site("heads.py", line), "called_at": None,
+                         "library_defined_at": [], "library_called_at": []} for index, line in ((1, 3), (2, 4))],
+            "operators": [], "outputs": [], "classes": [],
+            "uncalled": [{"path": "heads", "type": "ModuleDict", "defined_at": _site("heads.py", 2), "library_defined_at": []}],
+        },
+    }
+    state = TargetState(key=TargetKey("/ws", "heads.py", "Heads"), target=_Target(), view=ResultView(result))
+    text = "\n".join(["class Heads(nn.Module):", "    self.heads = nn.ModuleDict({", '        "a": nn.Linear(4, 4),',
+                      '        "b": nn.Linear(4, 4),', "    })", ""])
+    labels = _labels(build_inlay_hints("heads.py", Lines(text), [state], InlayHintSettings(totals=False)))
+    assert labels == {2: "40 params · 64 FLOPs", 3: "20 params · 32 FLOPs", 4: "20 params · 32 FLOPs"}
+    hover = build_hover("heads.py", 2, [state], text.splitlines())
+    assert "### ModuleDict" in hover and "Never called itself" in hover

@@ -86,8 +86,11 @@ def test_every_child_of_a_multi_line_constructor_has_its_own_line(tmp_path):
     }
     assert {path: modules[path]["defined_at"]["line"] for path in expected} == {
         path: line_of(text, needle) for path, needle in expected.items()}
-    # the ModuleDict itself is never called, so it has no layer; its children were called
+    # the ModuleDict itself is never called, so it has no layer; its children were called, and its
+    # own line is named by its path
     assert "heads" not in modules
+    assert result["source_map"]["uncalled"] == [{"path": "heads", "type": "ModuleDict", "library_defined_at": [],
+                                                 "defined_at": {"file": "net.py", "line": line_of(text, "self.heads =")}}]
 
 
 def test_a_call_into_other_code_is_not_read_as_the_container(tmp_path):

@@ -26,6 +26,7 @@ __all__ = [
     "OperatorSite",
     "LineOutput",
     "ClassSite",
+    "UncalledSite",
     "SourceMap",
     "is_library",
     "Result",
@@ -141,6 +142,16 @@ class ClassSite(TypedDict):
     paths: list[str]
 
 
+class UncalledSite(TypedDict):
+    """Where a container that was never called itself (a ``ModuleList``, a ``ModuleDict``) was
+    built, by its path, as no layer record stands for it; its children's calls have records."""
+
+    path: str
+    type: str
+    defined_at: Site | None
+    library_defined_at: list[Site]
+
+
 class SourceMap(TypedDict):
     """The worker's attribution of a report to source lines; every entry names the report layer it
     belongs to by index (docs/architecture.md, "Source map")."""
@@ -149,6 +160,7 @@ class SourceMap(TypedDict):
     operators: list[OperatorSite]
     outputs: list[LineOutput]
     classes: list[ClassSite]
+    uncalled: list[UncalledSite]
 
 
 class Result(TypedDict, total=False):

@@ -99,9 +99,8 @@ def _rf_text(layer: dict) -> str:
 def module_card(view: ResultView, paths: list[str]) -> str:
     """The hover card of a line that built the modules at ``paths``."""
     layers = [view.by_key[k] for k in view.by_key if k[0] in paths]
-    first = layers[0]
     summary = view.module_summary(paths)
-    title_types = " / ".join(sorted({layer["type"] for layer in layers}))
+    title_types = " / ".join(view.types_of(paths))
     parts = [f"### {title_types}" + (f" ×{len(paths)}" if len(paths) > 1 else "")]
     parts.append("Paths: " + ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
     parts.append(
@@ -110,9 +109,13 @@ def module_card(view: ResultView, paths: list[str]) -> str:
         + (f"; {summary['shared_elements']:,} parameters shared with "
            f"{', '.join(f'`{p}`' for p in summary['shared_with'])} (counted there)" if summary.get("shared_elements") else "")
     )
-    inputs = first.get("input", {}).get("args") or []
-    parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
-                 + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+    first = layers[0] if layers else {}  # a container never called itself has no call of its own
+    if layers:
+        inputs = first.get("input", {}).get("args") or []
+        parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
+                     + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+    else:
+        parts.append("Never called itself: the numbers are its children's")
     rows = ["| work | value | status | method |", "| --- | --- | --- | --- |"]
     for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
         rows.append(f"| {name} | {fmt.metric_text(summary[name], unit)} | {summary[name]['status']} | {summary[name]['method']} |")

@@ -68,7 +68,7 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     """
     summary = view.module_summary(paths)
     label = fmt.SEPARATOR.join([params_text(summary), fmt.metric_text(summary["module_flops"], "FLOPs")])
-    types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
+    types_ = view.types_of(paths)
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
         label = f"{count}{fmt.SEPARATOR}{label}"

@@ -71,6 +71,8 @@ class ResultView:
         }
         self.lines: dict[Site, LineInfo] = defaultdict(LineInfo)
         self.module_entries: dict[LayerKey, dict] = {}
+        #: type names of the containers that were never called themselves (their children were)
+        self.uncalled_types: dict[str, str] = {}
         self._summaries: dict[tuple[str, ...], dict] = {}
         self._index_source_map(result.get("source_map") or {})
         self._index_diagnostics()
@@ -142,6 +144,12 @@ class ResultView:
             owners += [owner for owner in others if owner not in owners]
         return {"shared_elements": elements, "shared_with": owners}
 
+    def types_of(self, paths: Iterable[str]) -> list[str]:
+        """The distinct type names of the modules at ``paths``, sorted (called or not)."""
+        wanted = set(paths)
+        found = {layer["type"] for (path, _), layer in self.by_key.items() if path in wanted}
+        return sorted(found | {self.uncalled_types[p] for p in wanted if p in self.uncalled_types})
+
     def call_sites(self, paths: Iterable[str]) -> list[Site]:
         """The distinct workspace lines that called the modules at ``paths``, in first-call order."""
         wanted = set(paths)
@@ -189,6 +197,17 @@ class ResultView:
                 for called in [entry.get("called_at"), *(entry.get("library_called_at") or [])]:
                     if called and called.get("file") and called.get("line"):
                         self.lines[(called["file"], int(called["line"]))].called.append(key)
+        for entry in source_map.get("uncalled") or []:
+            path = entry.get("path")
+            if not isinstance(path, str):
+                continue
+            self.uncalled_types[path] = str(entry.get("type") or "")
+            for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
+                if defined and defined.get("file") and defined.get("line"):
+                    info = self.lines[(defined["file"], int(defined["line"]))]
+                    # a line that built the children too says it by them (×3), not by their holder
+                    if not any(p.startswith(path + ".") for p in info.defined):
+                        info.defined.append(path)
         for entry in source_map.get("outputs") or []:
             if entry.get("file") and entry.get("line") and entry.get("output"):
                 owner = self._layer_key(entry)

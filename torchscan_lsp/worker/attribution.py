@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from torchscan_lsp.contract.messages import SourceMap
+from torchscan_lsp.contract.messages import SourceMap, is_library
 from torchscan_lsp.engine.inputs import tensor_meta
 from torchscan_lsp.engine.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
@@ -154,7 +154,7 @@ class CallSites(PassObserver):
     # -- results ---------------------------------------------------------------------------------
 
     def source_map(self, definitions: dict[str, Definition], layers: list[dict[str, Any]] | None,
-                   ignored: dict[str, str], classes: list[dict[str, Any]]) -> SourceMap:
+                   ignored: dict[str, str], classes: list[dict[str, Any]], types: dict[str, str]) -> SourceMap:
         """The job's source map (:class:`~torchscan_lsp.contract.messages.SourceMap`).
 
         Library sites are kept in the files that define a module class of the model (``classes``:
@@ -167,7 +167,7 @@ class CallSites(PassObserver):
             return [{"file": file, "line": line} for file, line in sites if file in kept]
 
         def shown(site: Site) -> bool:
-            return site[0] in kept or not self.files.is_library(site[0])
+            return site[0] in kept or not is_library(site[0])
 
         modules = []
         for layer, (path, called, called_library) in sorted(self.calls.items()):
@@ -192,7 +192,17 @@ class CallSites(PassObserver):
             {"file": site[0], "line": site[1], "layer": owner, "operator": name, "output": value}
             for site, (owner, name, value) in sorted(self.outputs.items()) if shown(site)
         ]
-        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes}  # type: ignore[typeddict-item]
+        # containers never called themselves (a ModuleList, a ModuleDict) whose children were: their
+        # lines built them too
+        called = {path for path, _, _ in self.calls.values()}
+        ancestors = {path.rsplit(".", depth)[0] for path in called for depth in range(1, path.count(".") + 1)}
+        uncalled = [
+            {"path": path, "type": types[path], "defined_at": as_json(definitions[path][0]),
+             "library_defined_at": library(definitions[path][1])}
+            for path in sorted(ancestors - called) if path in definitions and path in types
+        ]
+        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes,  # type: ignore[typeddict-item]
+                "uncalled": uncalled}
 
 
 class SourceRecorder:
@@ -261,12 +271,13 @@ class SourceRecorder:
         trigger traverse every object of the process (torch's included).
         """
         if self.running is None or self._root is None:
-            return {"modules": [], "operators": [], "outputs": [], "classes": []}
+            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": []}
         collecting = gc.isenabled()
         gc.disable()
         try:
+            types = {path: type(module).__name__ for path, module in self._root.named_modules()}
             return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
-                                           self.definitions.classes(self._root))
+                                           self.definitions.classes(self._root), types)
         finally:
             if collecting:
                 gc.enable()

@@ -115,7 +115,6 @@ class CodeFiles:
         self.barrier = barrier
         self._stdlib = _standard_library()
         self._files: dict[str, tuple[int, str | None]] = {}
-        self._library: set[str] = set()
 
     def kind(self, filename: str) -> tuple[int, str | None]:
         """``(WORKSPACE, relative path)``, ``(LIBRARY, absolute path)`` or ``(0, None)``."""
@@ -136,13 +135,7 @@ class CodeFiles:
         installed = any(part in _INSTALLED_PARTS for part in Path(real).parts)
         if not installed and any(_under(real, folder) for folder in self._stdlib):
             return 0, None
-        name = Path(real).as_posix()
-        self._library.add(name)
-        return LIBRARY, name
-
-    def is_library(self, name: str) -> bool:
-        """Whether ``name`` (as :meth:`kind` gave it) is a library file's."""
-        return name in self._library
+        return LIBRARY, Path(real).as_posix()
 
     def name(self, filename: str) -> str | None:
         """The name of ``filename`` in a result when it is model code, else None."""
