@@ -109,6 +109,22 @@ def test_module_dict_literal_pairs_and_comprehension():
     assert lines.child_line((10, 4), (12, 19), MODULE_DICT, "a") == 11
 
 
+def test_module_dict_of_a_dict_call():
+    # nanoGPT's `nn.ModuleDict(dict(wte=..., h=nn.ModuleList(...)))`
+    lines = source("""
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(10, 4),
+                h=nn.ModuleList([Block() for _ in range(2)]),
+            )
+        )
+    """)
+    span = (1, 19), (6, 1)   # after "self.transformer = "; line 6 is ")"
+    assert lines.child_line(*span, MODULE_DICT, "wte") == 3
+    assert lines.child_line(*span, MODULE_DICT, "h") == 4
+    assert lines.child_line(*span, SEQUENTIAL, "wte") is None   # Sequential takes no dict
+
+
 def test_the_kind_decides_the_naming_rule_not_the_spelling():
     # the same call read as a ModuleList has no list argument to map
     lines = source("""

@@ -14,8 +14,8 @@ running it here):
     ``nn.Sequential(OrderedDict([("conv", a), ...]))`` (or ``OrderedDict(conv=a)``): the keys;
   - ``nn.ModuleList([a, b])`` / ``((a, b))``: the elements, ``"0"``, ``"1"``, ...; a list
     comprehension or generator gives every child the line of its element expression;
-  - ``nn.ModuleDict({"a": m, ...})``, ``nn.ModuleDict([("a", m), ...])`` or an ``OrderedDict``
-    argument: the keys; a dict comprehension gives its value expression's line.
+  - ``nn.ModuleDict({"a": m, ...})``, ``nn.ModuleDict([("a", m), ...])``, an ``OrderedDict`` or a
+    ``dict(a=m, ...)`` argument: the keys; a dict comprehension gives its value expression's line.
 
   A ``*starred`` argument ends the positional mapping (the indexes after it are unknown).
 * **On which line is a class defined?** :meth:`SourceLines.class_line` finds a class above a
@@ -164,7 +164,7 @@ def _mapping_items(node: ast.expr) -> Iterator[tuple[str, int]]:
                 yield key.value, value.lineno
     elif isinstance(node, ast.DictComp):
         yield from _every(node.value.lineno)
-    elif _is_ordered_dict(node):
+    elif _is_ordered_dict(node, ("OrderedDict", "dict")):
         yield from _ordered_dict_items(node)  # type: ignore[arg-type]
     else:
         yield from _pairs(node)
@@ -179,12 +179,12 @@ def _pairs(node: ast.expr) -> Iterator[tuple[str, int]]:
                 yield item.elts[0].value, item.elts[1].lineno
 
 
-def _is_ordered_dict(node: ast.expr) -> bool:
+def _is_ordered_dict(node: ast.expr, names: tuple[str, ...] = ("OrderedDict",)) -> bool:
     if not isinstance(node, ast.Call):
         return False
     func = node.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-    return name == "OrderedDict"
+    return name in names
 
 
 def _ordered_dict_items(call: ast.Call) -> Iterator[tuple[str, int]]:
