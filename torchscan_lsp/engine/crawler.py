@@ -38,7 +38,7 @@ from torchscan_lsp.engine.operator_metrics import (
     not_requested_macs_total,
     operator_macs_total,
 )
-from torchscan_lsp.engine.operators import flop_report, not_requested_flop_report
+from torchscan_lsp.engine.operators import counter_report, not_requested_flop_report
 from torchscan_lsp.engine.param_stats import add_packed_totals, initialized, mark_uninitialized
 from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
@@ -192,7 +192,7 @@ def crawl_module(
 
     layers = recorder.layers
     if counter is not None:
-        operator_flops = flop_report(*counter.counts())
+        operator_flops = counter_report(counter)
         add_layer_operator_metrics(recorder)
         macs_total = operator_macs_total(recorder)
     else:

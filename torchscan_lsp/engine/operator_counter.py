@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from torchscan_lsp.engine.observers import overriding
 from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS, default_mapping, flop_table, mac_table
+from torchscan_lsp.engine.tensor_shapes import irregular_reason
 
 try:  # torch >= 2.4
     from torch.utils.module_tracker import ModuleTracker
@@ -133,9 +134,16 @@ class _CountingMode(TorchDispatchMode):
         calls[packet_id] = calls.get(packet_id, 0) + 1
         out = func(*args, **kwargs)
         frames = counter.frames
+        if formula is not None:
+            try:
+                flops = formula(args, kwargs, out)
+                if type(flops) is not int:
+                    flops = _plain_count(flops)
+            except Exception as exc:  # noqa: BLE001 - shapes a formula cannot read: this call is uncounted
+                counter.formula_failed(packet_id, args, out, exc)
+                formula, ignored = None, False
         if frames is None:  # alone: by module label, as FlopCounterMode
             if formula is not None:
-                flops = formula(args, kwargs, out)
                 counts = counter.label_counts
                 for label in counter.tracker.parents:
                     per_label = counts.get(label)
@@ -145,23 +153,27 @@ class _CountingMode(TorchDispatchMode):
             return out
         top = frames[-1]
         if formula is not None:
-            flops = formula(args, kwargs, out)
             by_packet = counter.by_packet
             by_packet[packet_id] = by_packet.get(packet_id, 0) + flops
             top.flops += flops
             top.counted += 1
             if mac_formula is not None:
-                macs = mac_formula(args, kwargs, out)
-                top.macs += macs
-            elif macs_unknown:
-                macs = None
+                try:
+                    macs = mac_formula(args, kwargs, out)
+                    if type(macs) is not int:
+                        macs = _plain_count(macs)
+                except Exception:  # noqa: BLE001 - shapes it cannot read: these MACs are unknown
+                    macs = None
+                else:
+                    top.macs += macs
+            else:
+                macs = None if macs_unknown else 0
+            if macs is None:
                 unknown = top.macs_unknown
                 if unknown is None:
                     top.macs_unknown = {name: 1}
                 else:
                     unknown[name] = unknown.get(name, 0) + 1
-            else:
-                macs = 0
         else:
             flops = macs = None
             if not ignored:
@@ -191,6 +203,13 @@ class _CountingMode(TorchDispatchMode):
             return NotImplemented
         counter.restore(counter.larger(true_counts, counter.snapshot()))
         return out
+
+
+def _plain_count(flops: Any) -> int | float:
+    """A formula's result as a Python number; raises for a symbolic size (a jagged tensor's ``j1``)."""
+    if isinstance(flops, float):
+        return flops
+    return int(flops)
 
 
 class _Recorder(TorchDispatchMode):
@@ -239,6 +258,8 @@ class OperatorCounter:
         # counts are keyed by id(packet); ``packets`` maps the ids back
         self.calls: dict[int, int] = {}
         self.by_packet: dict[int, int] = {}  # with a recorder: FLOPs per packet
+        #: packet id -> [calls whose formula could not be applied, the first reason]
+        self.failures: dict[int, list[Any]] = {}
         self.label_counts: dict[str, dict[int, int]] = {}  # alone: label -> packet -> FLOPs
         self.packets: dict[int, Any] = {}
         self.functions: list[Any] = []
@@ -247,12 +268,13 @@ class OperatorCounter:
         self.frames = recorder.frames if recorder is not None else None
         self.operator_observers = overriding(observers, "operator_ran") if recorder is not None else ()
         self._paused_modes: Any = None
-        self._mapping = dict(custom_mapping or {})
+        #: the caller formulas in use (they win over the defaults)
+        self.mapping = dict(custom_mapping or {})
         self._stock = recorder is None and (stock or ModuleTracker is None or not hasattr(_fc, "shape_wrapper"))
         self._modules = modules
         self._contexts: list[Any] = []
         self.tracker: Any = None
-        self.registry: dict[Any, Any] = {} if self._stock else flop_table(self._mapping)
+        self.registry: dict[Any, Any] = {} if self._stock else flop_table(self.mapping)
 
     def pause(self) -> None:
         """Stop recording and counting until :meth:`resume`."""
@@ -266,6 +288,23 @@ class OperatorCounter:
         if self._stock and self._paused_modes is not None:
             modes, self._paused_modes = self._paused_modes, None
             modes.__exit__(None, None, None)
+
+    def formula_failed(self, packet_id: int, args: tuple, out: Any, exc: Exception) -> None:
+        """A formula raised on one call (a nested tensor's shape, a symbolic size): the call stays
+        uncounted and the report names the operator and why."""
+        entry = self.failures.get(packet_id)
+        if entry is not None:
+            entry[0] += 1
+            return
+        from torch.utils._pytree import tree_leaves
+
+        nested = next((t for t in tree_leaves((args, out)) if isinstance(t, torch.Tensor) and t.is_nested), None)
+        reason = irregular_reason(nested) if nested is not None else f"{type(exc).__name__}: {exc}"
+        self.failures[packet_id] = [1, reason]
+
+    def failed_calls(self) -> dict[Any, tuple[int, str]]:
+        """Packet -> ``(calls, reason)`` of the calls whose formula could not be applied."""
+        return {self.packets[key]: (count, reason) for key, (count, reason) in self.failures.items()}
 
     # snapshots for torch.cond: the per-packet counts and the innermost call's
     def snapshot(self) -> tuple:
@@ -298,7 +337,7 @@ class OperatorCounter:
         if self._contexts:
             raise RuntimeError("An OperatorCounter counts one workload at a time.")
         if self._stock:
-            mapping = {**default_mapping(), **self._mapping}
+            mapping = {**default_mapping(), **self.mapping}
             counter = _fc.FlopCounterMode(display=False, custom_mapping=mapping)
             if self._modules is not None and not hasattr(counter, "mod_tracker"):
                 counter = _fc.FlopCounterMode(mods=self._modules, display=False, custom_mapping=mapping)

@@ -17,10 +17,10 @@ from typing import Any, TypedDict
 
 import torch
 
+from torchscan_lsp.engine.formula_provenance import flop_method, formula_context
 from torchscan_lsp.engine.operator_counter import OperatorCounter
 from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS, REFERENCE_IGNORED, validate_mapping
 from torchscan_lsp.engine.report import (
-    METHOD_FLOP_COUNTER,
     METHOD_NOT_REQUESTED,
     SCHEMA_VERSION,
     Diagnostic,
@@ -33,6 +33,7 @@ __all__ = [
     "FlopReport",
     "IGNORED_OPERATORS",
     "REFERENCE_IGNORED",
+    "counter_report",
     "measure_flops",
     "flop_report",
     "not_requested_flop_report",
@@ -58,17 +59,35 @@ def _context(method: str) -> dict[str, Any]:
     return {"torch_version": str(torch.__version__), "method": method}
 
 
-def flop_report(flops: Mapping[Any, int], modules: Mapping[str, int], calls: Mapping[Any, int]) -> FlopReport:
+def flop_report(
+    flops: Mapping[Any, int],
+    modules: Mapping[str, int],
+    calls: Mapping[Any, int],
+    *,
+    custom_mapping: Mapping[Any, Any] | None = None,
+    failures: Mapping[Any, tuple[int, str]] | None = None,
+) -> FlopReport:
     """Build a :class:`FlopReport` from FLOPs per operator packet, FLOPs per module label and
-    executed calls per packet."""
+    executed calls per packet.
+
+    ``custom_mapping``: the caller formulas in use (named in the method and the context);
+    ``failures``: packet -> ``(calls, reason)`` of calls whose formula could not be applied.
+    """
     by_operator = dict(sorted((str(packet), int(count)) for packet, count in flops.items()))
     by_module = dict(sorted((label, int(count)) for label, count in modules.items()))
     recorded: dict[str, int] = defaultdict(int)
     for packet, count in calls.items():
         recorded[str(packet)] += int(count)
+    failed = {str(packet): entry for packet, entry in (failures or {}).items()}
     ignored: dict[str, dict[str, Any]] = {}
     diagnostics: list[Diagnostic] = []
     for op in sorted(recorded):
+        if op in failed:
+            count, reason = failed[op]
+            message = (f"{op} was observed {recorded[op]} time(s); its FLOP formula could not be applied to "
+                       f"{count} of them: {reason}.")
+            diagnostics.append(make_diagnostic("uncounted_operator", "flops", message, operator=op))
+            continue
         if op in by_operator:
             continue
         reason = IGNORED_OPERATORS.get(op)
@@ -84,19 +103,25 @@ def flop_report(flops: Mapping[Any, int], modules: Mapping[str, int], calls: Map
                 )
             )
     value = int(sum(by_operator.values()))
+    method = flop_method(custom_mapping)
     if diagnostics:
-        total = metric_result(status="partial", known_value=value, unit="FLOPs", scope="workload", method=METHOD_FLOP_COUNTER)
+        total = metric_result(status="partial", known_value=value, unit="FLOPs", scope="workload", method=method)
     else:
-        total = metric_result(status="complete", value=value, unit="FLOPs", scope="workload", method=METHOD_FLOP_COUNTER)
+        total = metric_result(status="complete", value=value, unit="FLOPs", scope="workload", method=method)
     return {
         "schema_version": SCHEMA_VERSION,
-        "context": _context(METHOD_FLOP_COUNTER),
+        "context": {**_context(method), "formulas": formula_context(custom_mapping)},
         "total": total,
         "by_module": by_module,
         "by_operator": by_operator,
         "ignored_operators": ignored,
         "diagnostics": diagnostics,
     }
+
+
+def counter_report(counter: OperatorCounter) -> FlopReport:
+    """The :class:`FlopReport` of what ``counter`` counted."""
+    return flop_report(*counter.counts(), custom_mapping=counter.mapping, failures=counter.failed_calls())
 
 
 def not_requested_flop_report() -> FlopReport:
@@ -143,4 +168,4 @@ def measure_flops(
     counter = OperatorCounter(mapping, modules=modules)
     with counter:
         workload()
-    return flop_report(*counter.counts())
+    return counter_report(counter)

@@ -26,6 +26,7 @@ from torchscan_lsp.contract.metrics import (
     metric_result,
 )
 from torchscan_lsp.contract.report import (
+    DIAGNOSTIC_NOT_APPLICABLE,
     EXECUTION_MODE,
     PACKAGE,
     SCHEMA_VERSION,
@@ -34,6 +35,7 @@ from torchscan_lsp.contract.report import (
     Diagnostic,
     IncompleteAnalysisError,
     LayerReport,
+    incomplete_diagnostics,
     make_diagnostic,
 )
 
@@ -54,6 +56,8 @@ __all__ = [
     "METHOD_OPERATOR_MACS",
     "METHOD_NOT_REQUESTED",
     "EXECUTION_MODE",
+    "DIAGNOSTIC_NOT_APPLICABLE",
+    "incomplete_diagnostics",
     "PACKAGE",
     "Status",
     "MetricResult",
