@@ -115,6 +115,7 @@ class CodeFiles:
         self.barrier = barrier
         self._stdlib = _standard_library()
         self._files: dict[str, tuple[int, str | None]] = {}
+        self._ours: dict[str, bool] = {}
 
     def kind(self, filename: str) -> tuple[int, str | None]:
         """``(WORKSPACE, relative path)``, ``(LIBRARY, absolute path)`` or ``(0, None)``."""
@@ -161,12 +162,14 @@ class CodeFiles:
         """The innermost workspace site from ``frame`` outwards (or None), the library sites inside
         it, innermost first (see :meth:`frames`), and whether the walk ended at ``stop`` (a frame
         whose own sites the caller knows) before finding a workspace frame."""
-        barrier, kind = self.barrier, self.kind
+        barrier, known, kind = self.barrier, self._files, self.kind
         library: list[Site] = []
         while frame is not None and frame is not barrier:
             if frame is stop:
                 return None, tuple(library), True
-            found, name = kind(frame.f_code.co_filename)
+            filename = frame.f_code.co_filename
+            # the hot path of every operator: the known files' look-up without a method call
+            found, name = known.get(filename) or kind(filename)
             if found == WORKSPACE:
                 return (name, frame.f_lineno), tuple(library), False  # type: ignore[return-value]
             if found and all(site[0] != name for site in library):
@@ -177,7 +180,14 @@ class CodeFiles:
     def outside_package(self, frame: types.FrameType | None) -> types.FrameType | None:
         """The first frame from ``frame`` outwards that is not this project's (the engine's hooks
         and dispatch mode call observers from inside: the frame outside them is PyTorch's)."""
-        while frame is not None and _under(_realpath(frame.f_code.co_filename), PACKAGE_DIR):
+        ours = self._ours
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            inside = ours.get(filename)
+            if inside is None:
+                inside = ours[filename] = _under(_realpath(filename), PACKAGE_DIR)
+            if not inside:
+                break
             frame = frame.f_back
         return frame
 
