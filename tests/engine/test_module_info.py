@@ -35,8 +35,11 @@ def test_the_leaf_rule():
     assert is_metric_leaf(nn.Linear(2, 2)) and is_metric_leaf(nn.ReLU())
     assert not is_metric_leaf(nn.Sequential(nn.Linear(2, 2)))
     assert is_metric_leaf(nn.MultiheadAttention(4, 2))
-    assert is_metric_leaf(nn.TransformerEncoderLayer(4, 2, 8))
-    assert is_metric_leaf(nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8), 2))
+    assert is_metric_leaf(nn.TransformerEncoderLayer(4, 2, 8)) and is_metric_leaf(nn.TransformerDecoderLayer(4, 2, 8))
+    # a stack only calls its layers (and its final norm): a container
+    assert not is_metric_leaf(nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8), 2))
+    transformer = nn.Transformer(8, 2, 1, 1, 16)
+    assert is_metric_leaf(transformer, root=True) and not is_metric_leaf(transformer)  # one record as the model
     assert not is_metric_leaf(OwnEncoderLayer(4, 2, 8))
     assert is_metric_leaf(weight_norm(nn.Linear(2, 2)))
 

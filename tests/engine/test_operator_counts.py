@@ -7,7 +7,7 @@ from torch import nn
 
 from torchscan_lsp import crawl_module
 
-FCM = "torch.utils.flop_counter.FlopCounterMode"
+FCM = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
 OPERATOR_MACS = "torchscan_operator_macs"
 
 

@@ -8,11 +8,12 @@ attribution — reads the same facts from it, above all :attr:`ModuleInfo.leaf`,
 
 * a module without children is a metric leaf: module formulas are evaluated for its calls;
 * so is a module measured as one unit although it has children: ``nn.MultiheadAttention`` (its
-  ``out_proj`` is used functionally), a stock Transformer module (``nn.TransformerEncoderLayer``,
-  ``...DecoderLayer``, the two stacks and ``nn.Transformer``, whose residual additions and
-  activation run in their own ``forward``; their whole-module formulas count every path, fused or
-  not), and a module whose only children are the holders of its parametrizations
-  (``torch.nn.utils.parametrize``) or of its packed quantized weights;
+  ``out_proj`` is used functionally), a stock Transformer layer (``nn.TransformerEncoderLayer``,
+  ``nn.TransformerDecoderLayer``, whose residual additions and activation run in their own
+  ``forward``; their whole-layer formulas count every path, fused or not), an ``nn.Transformer``
+  that is the analysed model itself (the reference contract's one record), and a module whose only
+  children are the holders of its parametrizations (``torch.nn.utils.parametrize``) or of its
+  packed quantized weights;
 * the descendants of a metric leaf are not *recorded* (their calls open no layer record: the leaf's
   formula already counts their work), but they keep their label for operator attribution;
 * a ``ScriptModule`` is opaque (``script``): global hooks do not enter it.
@@ -31,11 +32,9 @@ from torch import nn
 
 __all__ = ["ModelScan", "ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders", "type_name"]
 
-#: Stock Transformer modules measured as one unit when their ``forward`` is the stock one.
-_TRANSFORMERS = (
-    nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder, nn.TransformerDecoder,
-    nn.Transformer,
-)  # fmt: skip
+#: Stock Transformer layers measured as one unit when their ``forward`` is the stock one (the stacks
+#: that hold them are containers: their own ``forward`` only calls the layers and the final norm).
+_TRANSFORMERS = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
 _QUANTIZED_PREFIXES = ("torch.ao.nn.", "torch.nn.quantized", "torch.nn.intrinsic", "torch.nn.qat")
 
 
@@ -157,10 +156,15 @@ def _is_leaf(module: nn.Module, children: Any, script: bool, unit: bool) -> bool
     return not any(_computes(name, child, module) for name, child in children.items())
 
 
-def is_metric_leaf(module: nn.Module) -> bool:
-    """The one leaf rule: whether module formulas measure ``module``'s calls (module docstring)."""
+def _root_unit(module: nn.Module) -> bool:
+    return isinstance(module, nn.Transformer) and type(module).forward is nn.Transformer.forward
+
+
+def is_metric_leaf(module: nn.Module, *, root: bool = False) -> bool:
+    """The one leaf rule: whether module formulas measure ``module``'s calls (module docstring);
+    ``root``: ``module`` is the analysed model itself."""
     _, script, unit, _ = _class_facts(type(module))
-    return _is_leaf(module, module._modules, script, unit)
+    return _is_leaf(module, module._modules, script, unit or (root and _root_unit(module)))
 
 
 def packed_holders(module: nn.Module) -> tuple[nn.Module, ...]:
@@ -214,6 +218,8 @@ class ModelScan:
             children, own_parameters, own_buffers = module._modules, module._parameters, module._buffers
             cls = type(module)
             type_label, script, unit, quantized = class_facts(cls) or _class_facts(cls)
+            if not path and _root_unit(module):
+                unit = True
             leaf = (not children or unit or _is_leaf(module, children, script, unit)) and not script
             while covered and not path.startswith(covered[-1]):
                 covered.pop()

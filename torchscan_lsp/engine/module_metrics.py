@@ -224,6 +224,16 @@ def _mark_unavailable(record: dict, diagnostics: list[Diagnostic], code: str, me
         diagnostics.append(make_diagnostic(code, name, message, path=path))
 
 
+def _irregular(x: Any, y: Any) -> torch.Tensor | None:
+    """The first of ``x``, ``y`` without a regular shape (a dense ``torch.Tensor`` always has one)."""
+    for tensor in (x, y):
+        if type(tensor) is torch.Tensor and not tensor.is_nested:
+            continue
+        if isinstance(tensor, torch.Tensor) and regular_shape(tensor) is None:
+            return tensor
+    return None
+
+
 def evaluate_call(
     module: nn.Module,
     info: ModuleInfo,
@@ -252,7 +262,7 @@ def evaluate_call(
     if x is None or y is None:
         _mark_unavailable(record, diagnostics, "missing_metric_tensor", _MISSING_TENSOR, path)
         return
-    irregular = next((t for t in (x, y) if isinstance(t, torch.Tensor) and regular_shape(t) is None), None)
+    irregular = _irregular(x, y)
     if irregular is not None:
         side = "input" if irregular is x else "output"
         _mark_unavailable(record, diagnostics, "irregular_tensor", _IRREGULAR.format(side, irregular_reason(irregular)), path)

@@ -112,11 +112,17 @@ def _shapes(value: Any) -> Any:
     return tree_map(_get_shape, value)
 
 
+_TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+
+
 def _shape_item(item: Any) -> Any:
+    kind = type(item)
+    if kind in _TENSOR_TYPES:
+        return item.shape
+    if kind in _LEAF_TYPES:
+        return item
     if isinstance(item, torch.Tensor):
         return item.shape
-    if type(item) in _LEAF_TYPES:
-        return item
     return _shapes(item)
 
 

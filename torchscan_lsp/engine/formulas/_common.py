@@ -56,12 +56,14 @@ class ShapeOnly:
 
 def shape(t) -> tuple[int, ...]:
     """The shape of a tensor (or :class:`ShapeOnly`) as a tuple of Python ints."""
-    return tuple(int(d) for d in t.shape)
+    size = t.shape
+    return tuple(size) if type(size) is torch.Size else tuple(int(d) for d in size)
 
 
 def numel(t) -> int:
     """Number of elements, from the shape (no tensor call)."""
-    return math.prod(int(d) for d in t.shape)
+    size = t.shape
+    return math.prod(size) if type(size) is torch.Size else math.prod(int(d) for d in size)
 
 
 def first_tensor(value: Any):
