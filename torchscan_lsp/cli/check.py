@@ -89,11 +89,15 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
         lines = Lines(document.text, len)
         states = session.store.states_for_file(document.root, rel)
         entries = []
-        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root))):
+        settings = session.settings
+        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root)),
+                                   path=document.path, headline=settings.headline,
+                                   receptive_field_notes=settings.receptiveFieldNotes):
             errors += d.severity == types.DiagnosticSeverity.Error
             entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
         if hints:
-            for h in build_inlay_hints(rel, lines, states, session.settings.inlayHints):
+            for h in build_inlay_hints(rel, lines, states, settings.inlayHints, path=document.path,
+                                       headline=settings.headline):
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
         out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"

@@ -135,7 +135,11 @@ class TorchscanServer(LanguageServer):
         became_allowed = new.allowExecution and not old.allowExecution
         if self.settings_ready.is_set() and (became_allowed or new.python != old.python):
             self.session.reanalyse_all()
-        if new.inlayHints != old.inlayHints:
+        shown = (new.headline, new.receptiveFieldNotes) != (old.headline, old.receptiveFieldNotes)
+        if shown:  # other numbers and other diagnostics on every open document
+            for document in list(self.session.store.documents.values()):
+                self.publish(document)
+        if shown or new.inlayHints != old.inlayHints:
             self.refresh_views()
 
     # notifications ----------------------------------------------------------------------------
@@ -157,9 +161,11 @@ class TorchscanServer(LanguageServer):
 
     def diagnostics_for(self, document: Document) -> list[types.Diagnostic]:
         """All diagnostics of ``document`` (one builder for pushes and pulls)."""
+        settings = self.session.settings
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
                                              self.states_for(document), self.session.config_error(document.root),
-                                             self.client.name)
+                                             self.client.name, path=document.path, headline=settings.headline,
+                                             receptive_field_notes=settings.receptiveFieldNotes)
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""
