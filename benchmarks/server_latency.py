@@ -35,6 +35,22 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = ("cnn.py", "transformer_models.py")
 
 
+def example_text(name: str) -> str:
+    """The text of an example the speed benchmarks open: ``"cnn"`` is ``examples/cnn.py``;
+    ``"gpt2"`` is ``examples/transformer_models.py`` with only ``gpt2_small`` annotated (the other
+    factories' pragma lines become plain comments, so every line keeps its number)."""
+    if name == "cnn":
+        return (REPO / "examples" / "cnn.py").read_text(encoding="utf-8")
+    if name != "gpt2":
+        raise ValueError(f"unknown example {name!r}")
+    lines = (REPO / "examples" / "transformer_models.py").read_text(encoding="utf-8").splitlines(keepends=True)
+    for index, line in enumerate(lines[:-1]):
+        following = lines[index + 1]
+        if line.startswith("# torchscan:") and following.startswith("def ") and not following.startswith("def gpt2_small("):
+            lines[index] = "# (not annotated in the GPT-2 benchmark)\n"
+    return "".join(lines)
+
+
 class Session:
     """A language client talking to ``torchscan-lsp serve`` over stdio, recording statuses."""
 

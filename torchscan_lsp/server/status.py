@@ -2,8 +2,10 @@
 kills the worker), and the ``torchscan/status`` notification after every state change.
 
 ``torchscan/status`` params: ``{"uri": str, "state": "running|done|stale|failed|untrusted|idle",
-"message": str}``, one per file whose targets changed; the state is the most pressing one among the
-file's targets (running, failed, untrusted, stale, done, idle, in that order).
+"message": str, "preloaded": [str]}``, one per file whose targets changed; the state is the most
+pressing one among the file's targets (running, failed, untrusted, stale, done, idle, in that
+order); ``preloaded`` names the top-level packages the warm worker has learned from the jobs and
+preloaded (``transformers``, say), so that later analyses start with them imported.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from lsprotocol import types
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.diagnostics import allow_setting, error_message
 from torchscan_lsp.server.state import TargetState
+from torchscan_lsp.worker import pool
 
 if TYPE_CHECKING:
     from torchscan_lsp.server.app import TorchscanServer
@@ -93,4 +96,6 @@ class Progress:
     def send_status(self, uri: str, states: list[TargetState]) -> None:
         """Send ``torchscan/status`` for the file at ``uri``."""
         word, message = file_status(states, self.server.client_name)
-        self.server.protocol.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})
+        preloaded = pool.preloaded_packages(self.server.analyzer.settings.interpreter)
+        self.server.protocol.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message,
+                                                    "preloaded": preloaded})
