@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -161,15 +162,20 @@ def workloads(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
 
 
 def time_interleaved(name: str, rounds: int) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """:func:`interleaved` over the workloads of model ``name``."""
+    model, args, kwargs = build(name)
+    return interleaved(workloads(model, args, kwargs), rounds)
+
+
+def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Plain-forward median times, and per workload the median of its per-round ratios to plain.
 
-    Every round runs each workload once, back to back (the order alternates between rounds); a
-    workload's ratio in a round is its time over the plain forward's time *in that round*, so slow
-    phases of a shared machine affect both sides of a ratio alike. Ratios are taken for wall-clock
-    time and for the CPU time of the measuring thread.
+    ``runs`` maps names to workloads and holds ``"plain"``, the plain forward. Every round runs
+    each workload once, back to back (the order alternates between rounds); a workload's ratio in a
+    round is its time over the plain forward's time *in that round*, so slow phases of a shared
+    machine affect both sides of a ratio alike. Ratios are taken for wall-clock time and for the
+    CPU time of the measuring thread.
     """
-    model, args, kwargs = build(name)
-    runs = workloads(model, args, kwargs)
     for fn in runs.values():  # warm-up: first calls pay one-time costs
         fn()
     wall: dict[str, list[float]] = {key: [] for key in runs}
@@ -187,11 +193,20 @@ def time_interleaved(name: str, rounds: int) -> tuple[dict[str, float], dict[str
         key: {
             "wall": statistics.median(w / p for w, p in zip(wall[key], wall["plain"])),
             "cpu": statistics.median(c / p for c, p in zip(cpu[key], cpu["plain"])),
+            "spread": _spread([w / p for w, p in zip(wall[key], wall["plain"])]),
         }
         for key in runs
         if key != "plain"
     }
     return plain, ratios
+
+
+def _spread(values: list[float]) -> float:
+    """Half the interquartile range over the median: how noisy the per-round ratios were."""
+    if len(values) < 2:
+        return 0.0
+    quartiles = statistics.quantiles(values, n=4, method="inclusive")
+    return (quartiles[2] - quartiles[0]) / 2 / statistics.median(values)
 
 
 def _status_kib(field: str) -> int | None:

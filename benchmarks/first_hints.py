@@ -14,6 +14,11 @@ Examples:
 * ``gpt2``: the GPT-2 example, ``examples/transformer_models.py`` with only ``gpt2_small``
   annotated (its other two factories lose their pragma lines; nothing else changes).
 
+``--baseline DIR`` also runs the server of another checkout (``DIR`` first on ``PYTHONPATH``; make
+one with ``mkdir /tmp/before && git archive main | tar -x -C /tmp/before``), interleaved with
+this one, run for run, and prints the ratio of the medians: before and after from one run of a
+noisy machine.
+
 Run: ``python benchmarks/first_hints.py`` (``--quick``: one run per example; ``--runs N``;
 ``--examples cnn``). Every run starts a new server, so ``TORCHSCAN_LSP_*`` environment variables
 apply (``TORCHSCAN_LSP_WARM=0``: no warm worker, every job a cold process).
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -37,15 +43,26 @@ from server_latency import REPO, Session, example_text  # noqa: E402 - a sibling
 EXAMPLES = {"cnn": "cnn.py", "gpt2": "transformer_models.py"}
 
 
-async def first_hints(name: str) -> dict[str, float]:
-    """One fresh server on one fresh workspace: seconds from spawn to each phase and to the hints."""
+async def first_hints(name: str, checkout: str | None = None) -> dict[str, float]:
+    """One fresh server (of ``checkout``, else this one) on one fresh workspace: seconds from spawn
+    to each phase and to the hints."""
     with tempfile.TemporaryDirectory(prefix="torchscan-first-") as scratch:
         root = Path(scratch)
         path = root / EXAMPLES[name]
         path.write_text(example_text(name), encoding="utf-8")
         session = Session()
+        saved = os.environ.get("PYTHONPATH")
+        if checkout is not None:
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, saved) if p)
         started = time.perf_counter()
-        await session.start(root)
+        try:
+            await session.start(root)
+        finally:
+            if checkout is not None:
+                if saved is None:
+                    os.environ.pop("PYTHONPATH")
+                else:
+                    os.environ["PYTHONPATH"] = saved
         initialized = time.perf_counter()
         uri = session.open(path)
         done, state = await session.wait(uri, 0)
@@ -67,20 +84,32 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh servers per example (default 5)")
     parser.add_argument("--quick", action="store_true", help="one run per example")
     parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated: " + ", ".join(EXAMPLES))
+    parser.add_argument("--baseline", metavar="DIR", help="another checkout to run side by side (before)")
     args = parser.parse_args()
     runs = 1 if args.quick else args.runs
     names = [n for n in args.examples.split(",") if n]
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-    for _ in range(runs):  # interleaved: a slow phase of a shared machine hits every example
+    servers = {"this checkout": None} | ({f"baseline {args.baseline}": str(Path(args.baseline).resolve())}
+                                         if args.baseline else {})
+    results = {(server, name): [] for server in servers for name in names}
+    for _ in range(runs):  # interleaved: a slow phase of a shared machine hits every server and example
         for name in names:
-            results[name].append(await first_hints(name))
+            for server, checkout in servers.items():
+                results[server, name].append(await first_hints(name, checkout))
     print(f"server start to first inlay hints, {runs} fresh server(s) per example (seconds):")
-    for name in names:
-        times = [r["hints"] for r in results[name]]
-        phases = ", ".join(f"{phase} {statistics.median(r[phase] for r in results[name]):.2f}"
-                           for phase in ("initialize", "running", "done"))
-        print(f"  {name:5s} ({EXAMPLES[name]}): median {statistics.median(times):6.2f} s, "
-              f"min {min(times):6.2f}, max {max(times):6.2f}  [medians: {phases}]")
+    for server in servers:
+        print(f" {server}:")
+        for name in names:
+            found = results[server, name]
+            times = [r["hints"] for r in found]
+            phases = ", ".join(f"{phase} {statistics.median(r[phase] for r in found):.2f}"
+                               for phase in ("initialize", "running", "done"))
+            print(f"  {name:5s} ({EXAMPLES[name]}): median {statistics.median(times):6.2f} s, "
+                  f"min {min(times):6.2f}, max {max(times):6.2f}  [medians: {phases}]")
+    if args.baseline:
+        for name in names:
+            now, before = ([r["hints"] for r in results[server, name]] for server in servers)
+            print(f"  {name}: this checkout / baseline = {statistics.median(now) / statistics.median(before):.2f} "
+                  f"(goal <= 0.50)")
 
 
 if __name__ == "__main__":

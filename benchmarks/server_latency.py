@@ -58,6 +58,9 @@ class Session:
         self.client = LanguageClient("torchscan-bench", "0")
         self.statuses: list[tuple[float, str, str]] = []
         self.changed = asyncio.Event()
+        self.log: list[tuple[float, str]] = []  # the server's stderr, (time, line)
+        self._log_changed = asyncio.Event()
+        self._log_reader: asyncio.Task | None = None
         client = self.client
 
         @client.feature("torchscan/status")
@@ -77,6 +80,9 @@ class Session:
 
     async def start(self, root: Path) -> None:
         await self.client.start_io(sys.executable, "-m", "torchscan_lsp", "serve")
+        # pygls's client pipes the server's stderr and never reads it: read it, or a talkative
+        # server blocks once the pipe is full
+        self._log_reader = asyncio.ensure_future(self._read_log(self.client._server.stderr))
         capabilities = types.ClientCapabilities(
             workspace=types.WorkspaceClientCapabilities(
                 configuration=True, inlay_hint=types.InlayHintWorkspaceClientCapabilities(refresh_support=True)),
@@ -84,6 +90,24 @@ class Session:
         await self.client.initialize_async(types.InitializeParams(
             capabilities=capabilities, root_uri=root.as_uri(), initialization_options={"trusted": True}))
         self.client.initialized(types.InitializedParams())
+
+    async def _read_log(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.log.append((time.perf_counter(), line.decode(errors="replace").rstrip()))
+            self._log_changed.set()
+
+    async def wait_log(self, text: str, timeout_s: float) -> tuple[float, str] | None:
+        """The first line of the server's log that contains ``text`` (waiting up to ``timeout_s``)."""
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            found = next(((at, line) for at, line in self.log if text in line), None)
+            if found is not None or time.perf_counter() > deadline:
+                return found
+            self._log_changed.clear()
+            try:
+                await asyncio.wait_for(self._log_changed.wait(), max(0.01, deadline - time.perf_counter()))
+            except asyncio.TimeoutError:
+                pass
 
     async def wait(self, uri: str, since: int, states=("done", "failed")) -> tuple[float, str]:
         """Time and state of the first final status of ``uri`` after index ``since``."""
@@ -114,6 +138,8 @@ class Session:
         await self.client.shutdown_async(None)
         self.client.exit(None)
         await self.client.stop()
+        if self._log_reader is not None:
+            self._log_reader.cancel()
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -208,7 +208,10 @@ def create_server() -> TorchscanServer:
         await ls.pull_settings()
         ls.watcher.start()
         if ls.analyzer.may_execute:  # the warm worker runs the configured interpreter: only once trusted
+            pool.discard_early(keep=ls.analyzer.settings.interpreter)
             asyncio.ensure_future(pool.prewarm(ls.analyzer.settings.interpreter))
+        else:  # started with the server on speculation (it ran no workspace code): not needed now
+            pool.discard_early()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: TorchscanServer, params: types.DidChangeConfigurationParams) -> None:

@@ -33,18 +33,15 @@ import os
 import shutil
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
-import torchscan_lsp
+from torchscan_lsp.worker import early
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0
 """How long a warm parent may take to import torch and warm up before it counts as failed."""
-
-_PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
 
 
 def warm_starts_possible() -> bool:
@@ -97,7 +94,7 @@ class WarmParent:
         self.skipped: dict[str, str] = dict(skipped or {})
         self.retired: str | None = None
         self._scratch: str | None = None
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: asyncio.subprocess.Process | early.Adopted | None = None
         self.failure: str | None = None
         self._ready: asyncio.Future | None = None
         self._ids = itertools.count(1)
@@ -121,18 +118,19 @@ class WarmParent:
         return await asyncio.shield(self._ready)
 
     async def _start(self) -> bool:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
         self._lost = False
         self._remove_scratch()
-        self._scratch = tempfile.mkdtemp(prefix="torchscan-warm-")
         try:
-            # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
-            self.process = await asyncio.create_subprocess_exec(
-                self.python, "-m", "torchscan_lsp.worker.zygote", "--scratch", self._scratch, cwd="/", env=env,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-                start_new_session=True, limit=1 << 20)
+            adopted = await early.adopt(self.python)
+            if adopted is not None:  # started with the server, before the event loop ran
+                self.process, self._scratch = adopted
+            else:
+                self._scratch = tempfile.mkdtemp(prefix="torchscan-warm-")
+                argv, env = early.command(self.python, self._scratch)
+                # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
+                self.process = await asyncio.create_subprocess_exec(
+                    *argv, cwd="/", env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=None, start_new_session=True, limit=1 << 20)
             line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
             event = json.loads(line) if line else {"event": "failed", "message": "it exited while starting"}
         except (OSError, ValueError, asyncio.TimeoutError) as error:
@@ -323,6 +321,21 @@ def preloaded_packages(python: str) -> list[str]:
     return list(parent.packages) if parent is not None else []
 
 
+def spawn_early() -> None:
+    """Start the warm parent of the server's own interpreter at once, before the server imports
+    its libraries and before the workspace is trusted (see :mod:`.early`): a later
+    :func:`prewarm` or job of that interpreter adopts it, :func:`discard_early` stops it."""
+    if warm_starts_possible():
+        early.spawn(tempfile.mkdtemp(prefix="torchscan-warm-"))
+
+
+def discard_early(keep: str | None = None) -> None:
+    """Stop the early warm parent unless it is that of interpreter ``keep`` (the workspace is not
+    trusted, or runs another interpreter)."""
+    for folder in early.discard(keep):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def warm_parent_pids() -> list[int]:
     """Process ids of the running warm parents (for tests and diagnostics)."""
     return [p.process.pid for p in _parents.values() if p.alive]
@@ -335,3 +348,4 @@ def shutdown() -> None:
         parent.close()
     _parents.clear()
     _draining.clear()
+    discard_early()

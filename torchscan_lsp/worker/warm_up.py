@@ -23,11 +23,12 @@ def import_base() -> None:
 
     import torch  # noqa: F401 - the point is the import
 
-    # torch._dynamo is imported lazily by the first tensor made under a dispatch mode (seconds):
-    # the crawler makes one in every job.
-    for name in ("torch._dynamo", "torch.utils.flop_counter", "torchscan_lsp.engine", "torchscan_lsp.engine.inputs", "torchscan_lsp.engine.latency",
-                 "torchscan_lsp.engine.memory", "torchscan_lsp.worker.attribution", "torchscan_lsp.worker.runner",
-                 "torchscan_lsp.worker.child", "torchscan_lsp.engine.formulas"):
+    # torch._dynamo (seconds) is not among them: no job needs it unless its model does (then the
+    # warm parent learns it from that job) or a memory measurement runs; the warm parent preloads
+    # it after its first job (see zygote.main).
+    for name in ("torch.utils.flop_counter", "torchscan_lsp.engine", "torchscan_lsp.engine.inputs",
+                 "torchscan_lsp.engine.latency", "torchscan_lsp.engine.memory", "torchscan_lsp.worker.attribution",
+                 "torchscan_lsp.worker.runner", "torchscan_lsp.worker.child", "torchscan_lsp.engine.formulas"):
         try:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - see the docstring

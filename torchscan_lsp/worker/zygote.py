@@ -334,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     scratch = args.scratch or tempfile.mkdtemp(prefix="torchscan-warm-")
     try:
         zygote = Zygote(events, scratch)
+        # Ready without torch._dynamo, which takes seconds to import and no job needs unless its
+        # model does: it is preloaded like a learned module once the first job has ended.
+        zygote.learner.offer(["torch._dynamo"], None)
         zygote.send(event="ready", pid=os.getpid())
         return zygote.serve()
     finally:
