@@ -38,7 +38,7 @@ from pathlib import Path
 from lsprotocol import types
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_latency import REPO, Session, example_text  # noqa: E402 - a sibling script, not a package
+from server_latency import Session, example_text  # noqa: E402 - a sibling script, not a package
 
 EXAMPLES = {"cnn": "cnn.py", "gpt2": "transformer_models.py"}
 

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -96,11 +97,11 @@ class Session:
             self.log.append((time.perf_counter(), line.decode(errors="replace").rstrip()))
             self._log_changed.set()
 
-    async def wait_log(self, text: str, timeout_s: float) -> tuple[float, str] | None:
-        """The first line of the server's log that contains ``text`` (waiting up to ``timeout_s``)."""
+    async def wait_log(self, wanted: Callable[[str], bool], timeout_s: float) -> tuple[float, str] | None:
+        """The first line of the server's log that is ``wanted`` (waiting up to ``timeout_s``)."""
         deadline = time.perf_counter() + timeout_s
         while True:
-            found = next(((at, line) for at, line in self.log if text in line), None)
+            found = next(((at, line) for at, line in self.log if wanted(line)), None)
             if found is not None or time.perf_counter() > deadline:
                 return found
             self._log_changed.clear()

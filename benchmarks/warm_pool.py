@@ -46,9 +46,11 @@ MODELS = {
 # torchscan: input_shape=(3, 224, 224)
 def build_resnet18():
     return resnet18()
-""", None),
-    "gpt2": ("transformer_models.py", example_text("gpt2"), 0.5),
+""", None, None),
+    "gpt2": ("transformer_models.py", example_text("gpt2"), 0.5, "transformers"),
 }
+"""model -> (file name, text, the warm median it must reach in seconds, the package the warm parent
+must have preloaded before the saves start)."""
 LEARN_TIMEOUT_S = 120.0
 
 
@@ -81,7 +83,7 @@ def tree_rss_bytes(pid: int) -> int:
 async def save_times(root: Path, model: str, saves: int, warm: bool) -> dict:
     """Seconds from each save to its hints; the idle tree's RSS and the learning time (warm only)."""
     os.environ["TORCHSCAN_LSP_WARM"] = "1" if warm else "0"
-    name, text, _ = MODELS[model]
+    name, text, _, package = MODELS[model]
     path = root / name
     path.write_text(text, encoding="utf-8")
     session = Session()
@@ -91,7 +93,11 @@ async def save_times(root: Path, model: str, saves: int, warm: bool) -> dict:
     assert state == "done", state
     learned = None
     if warm:  # the saves measure the warm parent once it has learned the model's libraries
-        found = await session.wait_log("modules preloaded", LEARN_TIMEOUT_S)
+        def wanted(line: str) -> bool:  # "...: N modules preloaded (a, b, transformers, ...)"
+            names = line.partition("modules preloaded (")[2].rstrip(")").split(", ")
+            return "modules preloaded" in line and (package is None or package in names)
+
+        found = await session.wait_log(wanted, LEARN_TIMEOUT_S)
         learned = (found[0] - first_done, found[1].split("preloaded", 1)[1].strip()) if found else None
     lines = text.count("\n") + 1
     document = types.TextDocumentIdentifier(uri=uri)

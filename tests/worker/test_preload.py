@@ -215,12 +215,12 @@ def test_probe_stops_at_the_first_module_that_starts_a_thread(tmp_path, monkeypa
         _write(tmp_path / name / "__init__.py", PACKAGES[name])
     monkeypatch.setenv("TORCHSCAN_TEST_IMPORT_LOG", str(tmp_path / "log"))
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from torchscan_lsp.worker import preload; "
-            "print(json.dumps(preload.probe(['json', 'threadlib', 'fakelib', 'nosuchmodule_x'], None)))")
+            "print(json.dumps(preload.probe([(n, None) for n in ['json', 'threadlib', 'fakelib', 'nosuchmodule_x']])))")
     out = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True).stdout
     answer = json.loads(out)
     assert answer["accepted"] == ["json"]
     assert list(answer["refused"]) == ["threadlib"]
-    assert answer["rest"] == ["fakelib", "nosuchmodule_x"]
+    assert answer["rest"] == [["fakelib", None], ["nosuchmodule_x", None]]
 
 
 def test_library_files_are_those_outside_the_workspace_or_in_its_site_packages(tmp_path):

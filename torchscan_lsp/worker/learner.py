@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from typing import Any, Callable
 
 from torchscan_lsp.worker import preload
-from torchscan_lsp.worker.limits import die_with_parent
+from torchscan_lsp.worker.limits import isolate_forked_child
 
 
 class Learner:
@@ -69,16 +68,15 @@ class Learner:
             self.offer(list(report.get("modules") or []), report.get("root"))
 
     def maybe_probe(self, inherited: list[int]) -> None:
-        """Fork a probe child for the queued candidates of one workspace, unless one runs.
+        """Fork a probe child for the queued candidates, unless one runs or accepted modules still
+        wait to be imported.
 
         ``inherited``: this parent's file descriptors that the probe must close.
         """
         if self.probe_pid is not None or self._pending or not self._queue:
             return
-        root = self._queue[0][1]
-        batch = [name for name, where in self._queue if where == root]
-        self._queue = [(name, where) for name, where in self._queue if where != root]
-        self._queued.difference_update(batch)
+        batch, self._queue = self._queue, []
+        self._queued.clear()
         answer = os.path.join(self.scratch, "probe.json")
         parent = os.getpid()
         try:
@@ -87,7 +85,7 @@ class Learner:
             print(f"torchscan warm worker: could not start a probe: {error}", file=sys.stderr)
             return
         if pid == 0:
-            _run_probe(batch, root, answer, inherited, parent)
+            _run_probe(batch, answer, inherited, parent)
         self.probe_pid = pid
 
     @property
@@ -104,7 +102,8 @@ class Learner:
             return
         self._new_skips |= dict(answer.get("failed") or {}) | dict(answer.get("refused") or {})
         self._pending = [name for name in answer.get("accepted") or [] if isinstance(name, str)]
-        self.offer(list(answer.get("rest") or []), None)
+        for name, root in answer.get("rest") or []:
+            self.offer([name], root)
         if not self._pending:
             self._announce()
 
@@ -139,21 +138,17 @@ class Learner:
         self.send(event="preloaded", modules=self.preloaded, packages=self.packages(), skipped=skipped)
 
 
-def _run_probe(names: list[str], root: str | None, answer: str, inherited: list[int], parent: int) -> None:
-    """The forked probe child: import ``names``, write the answer to ``answer``; never returns."""
+def _run_probe(candidates: list[tuple[str, str | None]], answer: str, inherited: list[int], parent: int) -> None:
+    """The forked probe child: import the ``candidates``, write the answer to ``answer``; never
+    returns."""
     status = 70
     try:
-        os.setsid()
-        die_with_parent(parent)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in inherited:
-            os.close(fd)
+        isolate_forked_child(inherited, parent)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # what a library prints while importing goes nowhere
             os.dup2(null, fd)
         os.close(null)
-        result: dict[str, Any] = preload.probe(names, root)
+        result: dict[str, Any] = preload.probe(candidates)
         temporary = answer + ".partial"
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(result, handle)

@@ -123,19 +123,21 @@ def _skipped_package(name: str, skipped: Collection[str]) -> str | None:
     return None
 
 
-def probe(names: Iterable[str], root: str | None) -> dict[str, Any]:
-    """Import ``names`` in order in this process (a throw-away child of the warm parent).
+def probe(candidates: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
+    """Import the modules of ``candidates`` (``(name, workspace root or None)``) in order in this
+    process (a throw-away child of the warm parent).
 
     Returns ``{"accepted": [...], "failed": {name: message}, "refused": {name: reason},
-    "rest": [...]}``: ``accepted`` imported cleanly (or were already imported); ``failed`` raised,
-    resolved to a workspace file, or belong to a package that failed; ``refused`` holds the first
-    module whose import started a thread or initialised CUDA, after which probing stops (this
-    process is no longer like the parent) and the names not tried are ``rest``.
+    "rest": [[name, root], ...]}``: ``accepted`` imported cleanly (or were already imported);
+    ``failed`` raised, resolved to a file of their workspace, or belong to a package that failed;
+    ``refused`` holds the first module whose import started a thread or initialised CUDA, after
+    which probing stops (this process is no longer like the parent) and the candidates not tried
+    are ``rest``.
     """
     accepted: list[str] = []
     failed: dict[str, str] = {}
-    names = list(names)
-    for index, name in enumerate(names):
+    candidates = [(name, root) for name, root in candidates]
+    for index, (name, root) in enumerate(candidates):
         package = _skipped_package(name, failed)
         if package is not None:
             failed[name] = f"its package {package} was skipped"
@@ -152,7 +154,8 @@ def probe(names: Iterable[str], root: str | None) -> dict[str, Any]:
         elif cuda_initialized() and not cuda:
             reason = "importing it initialised CUDA"
         if reason is not None:
-            return {"accepted": accepted, "failed": failed, "refused": {name: reason}, "rest": names[index + 1:]}
+            return {"accepted": accepted, "failed": failed, "refused": {name: reason},
+                    "rest": [list(candidate) for candidate in candidates[index + 1:]]}
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and not is_library_file(file, root):
             failed[name] = f"it resolves to the workspace file {file}"

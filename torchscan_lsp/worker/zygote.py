@@ -51,7 +51,13 @@ from typing import Any, TextIO
 
 from torchscan_lsp.worker import preload
 from torchscan_lsp.worker.learner import Learner
-from torchscan_lsp.worker.limits import cap_address_space, die_with_parent, is_out_of_memory, memory_message
+from torchscan_lsp.worker.limits import (
+    cap_address_space,
+    die_with_parent,
+    is_out_of_memory,
+    isolate_forked_child,
+    memory_message,
+)
 from torchscan_lsp.worker.warm_up import import_base, warm_up
 
 LOG_KEEP_BYTES = 64 * 1024
@@ -94,12 +100,7 @@ def _run_child(request: dict, output_fd: int, inherited: list[int], parent: int,
     status = 70
     before = set(sys.modules)
     try:
-        os.setsid()
-        die_with_parent(parent)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in inherited:
-            os.close(fd)
+        isolate_forked_child(inherited, parent)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
