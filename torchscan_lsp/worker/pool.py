@@ -295,7 +295,7 @@ async def start_job(python: str, request: dict[str, Any]) -> WarmJob | None:
     """
     if not warm_starts_possible():
         return None
-    for attempt in range(2):  # it died or retired just now: one more try, then this job starts cold
+    for _ in range(2):  # it died or retired just now: one more try, then this job starts cold
         parent = _current(python)
         if not await parent.ensure_started():
             return None

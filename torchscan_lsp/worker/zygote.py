@@ -220,8 +220,7 @@ class Zygote:
 
     def _retire(self, reason: str) -> None:
         self.retired = reason
-        print(f"torchscan warm worker: retiring: {reason}", file=sys.stderr)
-        self.send(event="retire", message=reason)
+        self.send(event="retire", message=reason)  # the server logs it
 
     def _start(self, request: dict) -> None:
         changed = self.learner.stamps.changed() if self.retired is None else None
