@@ -14,10 +14,10 @@ Examples:
 * ``gpt2``: the GPT-2 example, ``examples/transformer_models.py`` with only ``gpt2_small``
   annotated (its other two factories lose their pragma lines; nothing else changes).
 
-``--baseline DIR`` also runs the server of another checkout (``DIR`` first on ``PYTHONPATH``; make
-one with ``mkdir /tmp/before && git archive main | tar -x -C /tmp/before``), interleaved with
-this one, run for run, and prints the ratio of the medians: before and after from one run of a
-noisy machine.
+``--baseline DIR`` also runs the server of another checkout (started in ``DIR``, so that
+``python -m torchscan_lsp`` imports that copy; make one with
+``mkdir /tmp/before && git archive main | tar -x -C /tmp/before``), interleaved with this one, run
+for run, and prints the ratio of the medians: before and after from one run of a noisy machine.
 
 Run: ``python benchmarks/first_hints.py`` (``--quick``: one run per example; ``--runs N``;
 ``--examples cnn``). Every run starts a new server, so ``TORCHSCAN_LSP_*`` environment variables
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -51,18 +50,8 @@ async def first_hints(name: str, checkout: str | None = None) -> dict[str, float
         path = root / EXAMPLES[name]
         path.write_text(example_text(name), encoding="utf-8")
         session = Session()
-        saved = os.environ.get("PYTHONPATH")
-        if checkout is not None:
-            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, saved) if p)
         started = time.perf_counter()
-        try:
-            await session.start(root)
-        finally:
-            if checkout is not None:
-                if saved is None:
-                    os.environ.pop("PYTHONPATH")
-                else:
-                    os.environ["PYTHONPATH"] = saved
+        await session.start(root, *([Path(checkout)] if checkout else []))
         initialized = time.perf_counter()
         uri = session.open(path)
         done, state = await session.wait(uri, 0)

@@ -79,8 +79,9 @@ class Session:
         client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
         client.feature(types.PROGRESS)(lambda params: None)
 
-    async def start(self, root: Path) -> None:
-        await self.client.start_io(sys.executable, "-m", "torchscan_lsp", "serve")
+    async def start(self, root: Path, checkout: Path = REPO) -> None:
+        """Start the server of ``checkout`` (its working directory, so ``-m`` imports that copy)."""
+        await self.client.start_io(sys.executable, "-m", "torchscan_lsp", "serve", cwd=str(checkout))
         # pygls's client pipes the server's stderr and never reads it: read it, or a talkative
         # server blocks once the pipe is full
         self._log_reader = asyncio.ensure_future(self._read_log(self.client._server.stderr))

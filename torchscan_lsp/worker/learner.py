@@ -1,11 +1,11 @@
 """The warm parent's side of learning libraries: which to try, the probe child, what was preloaded.
 
 Candidates arrive from the reports of ended jobs (:meth:`Learner.child_ended`) and from the
-server's ``preload`` requests (:meth:`Learner.offer`). One probe child at a time imports a batch
-(:func:`.preload.probe`) while the parent goes on forking jobs; when it ends, what it accepted is
-imported into the parent one module at a time, between requests (:meth:`Learner.import_some`: a
-job that arrives meanwhile is forked at once and imports the rest itself), and the parent sends
-one event::
+server's ``preload`` requests (:meth:`Learner.offer`). While no job runs (learning must not take a
+core from an analysis someone waits for), one probe child at a time imports a batch
+(:func:`.preload.probe`); when it ends, what it accepted is imported into the parent one module at
+a time while no job runs (:meth:`Learner.import_some`: a job that arrives meanwhile is forked at
+once and imports the rest itself), and the parent sends one event::
 
     {"event": "preloaded", "modules": [...every module preloaded so far...],
      "packages": ["transformers", ...], "skipped": {"name": "why", ...new ones...}}

@@ -169,8 +169,9 @@ class Zygote:
         self.selector.register(0, selectors.EVENT_READ, "requests")
         self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
         while True:
-            ready = self.selector.select(0 if self.learner.importing else None)
-            if not ready and self.learner.importing:  # idle: preload a little, then look again
+            idle = not self.children and self.learner.importing
+            ready = self.selector.select(0 if idle else None)
+            if not ready and idle:  # no job runs and nothing waits: preload a little, then look again
                 reason = self.learner.import_some(lambda: bool(self.selector.select(0)))
                 if reason is not None:
                     self._retire(reason)
@@ -215,7 +216,8 @@ class Zygote:
         return fds + [c.output_fd for c in self.children.values() if c.output_fd >= 0]
 
     def _learn(self) -> None:
-        if self.retired is None:
+        # Only while no job runs: learning must never take a core from an analysis being waited for.
+        if self.retired is None and not self.children:
             self.learner.maybe_probe(self._inherited())
 
     def _retire(self, reason: str) -> None:
