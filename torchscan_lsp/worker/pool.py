@@ -33,8 +33,8 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any
 
+from torchscan_lsp.contract.messages import PreloadRequest, WarmEvent, WarmRequest
 from torchscan_lsp.worker import early
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
@@ -150,9 +150,10 @@ class WarmParent:
         """Ask the running warm parent to preload ``modules`` (of the workspace at ``root``, which
         it checks they are not from; ``None``: already checked)."""
         if self.alive and self.process is not None and self.process.stdin is not None:
-            self.process.stdin.write((json.dumps({"preload": list(modules), "root": root}) + "\n").encode())
+            request: PreloadRequest = {"preload": list(modules), "root": root}
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
 
-    def _preloaded(self, event: dict[str, Any]) -> None:
+    def _preloaded(self, event: WarmEvent) -> None:
         self.preloaded = list(event.get("modules") or [])
         self.packages = list(event.get("packages") or [])
         for module, reason in (event.get("skipped") or {}).items():
@@ -176,7 +177,7 @@ class WarmParent:
         expected = False
         try:
             while line := await process.stdout.readline():
-                event = json.loads(line)
+                event: WarmEvent = json.loads(line)
                 request = event.get("id")
                 kind = event.get("event")
                 if kind == "started" and request in self._started:
@@ -219,7 +220,7 @@ class WarmParent:
             log.log(logging.INFO if expected else logging.WARNING, "warm worker for %s stopped (status %s)",
                     self.python, process.returncode)
 
-    async def fork(self, request: dict[str, Any]) -> WarmJob:
+    async def fork(self, request: WarmRequest) -> WarmJob:
         """Ask the warm parent to fork a child for ``request`` (see :mod:`.zygote`).
 
         Raises:
@@ -287,7 +288,7 @@ def _current(python: str) -> WarmParent:
     return parent
 
 
-async def start_job(python: str, request: dict[str, Any]) -> WarmJob | None:
+async def start_job(python: str, request: WarmRequest) -> WarmJob | None:
     """Start a job in a child of ``python``'s warm parent (started or restarted on demand).
 
     ``request`` holds ``job``, ``result`` and ``log`` (paths), ``cwd`` and ``memory_mb``. Returns
@@ -334,11 +335,6 @@ def discard_early(keep: str | None = None) -> None:
     trusted, or runs another interpreter)."""
     for folder in early.discard(keep):
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def warm_parent_pids() -> list[int]:
-    """Process ids of the running warm parents (for tests and diagnostics)."""
-    return [p.process.pid for p in _parents.values() if p.alive]
 
 
 def shutdown() -> None:

@@ -49,6 +49,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from torchscan_lsp.contract.messages import WarmRequest
 from torchscan_lsp.worker import preload
 from torchscan_lsp.worker.learner import Learner
 from torchscan_lsp.worker.limits import (
@@ -83,7 +84,7 @@ class _Child:
             self.dropped += excess
 
 
-def _job_folders(request: dict) -> list[str]:
+def _job_folders(request: WarmRequest) -> list[str]:
     """The folders whose files a job imports first: the workspace root and the target's folder."""
     try:
         with open(request["job"], encoding="utf-8") as handle:
@@ -93,7 +94,7 @@ def _job_folders(request: dict) -> list[str]:
     return [request.get("cwd") or "", os.path.dirname(file) if isinstance(file, str) else ""]
 
 
-def _run_child(request: dict, output_fd: int, inherited: list[int], parent: int, report: str,
+def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int, report: str,
                packages: list[str]) -> None:
     """The forked child: isolate, run the job, write its result and its report of the libraries it
     imported (to ``report``); never returns. ``packages``: the parent's learned top-level packages."""
@@ -224,7 +225,7 @@ class Zygote:
         self.retired = reason
         self.send(event="retire", message=reason)  # the server logs it
 
-    def _start(self, request: dict) -> None:
+    def _start(self, request: WarmRequest) -> None:
         changed = self.learner.stamps.changed() if self.retired is None else None
         if changed is not None:
             self._retire(f"{changed} changed on disk after it was preloaded")
