@@ -364,9 +364,7 @@ class _OperatorRecorder(TorchDispatchMode):
     """Counts the operators that reach it by the innermost workspace line that dispatched them."""
 
     @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # As the engine's counting mode: no ``torch._disable_dynamo`` wrapper, whose first call
-        # imports torch._dynamo (seconds) in every fresh worker; this mode sees eager operators only.
+    def _should_skip_dynamo(cls) -> bool:  # no dynamo-disable wrapper: its first call imports dynamo (s)
         return False
 
     def __init__(self, recorder: SourceRecorder):
