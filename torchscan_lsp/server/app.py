@@ -146,6 +146,7 @@ class TorchscanServer(LanguageServer):
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""
+        self.watcher.refresh()  # a document just opened, or a result imported other files: watch them now
         touched = {(s.key.root, s.key.file) for s in states} | files
         for document in list(self.session.store.documents.values()):
             if (document.root, document.rel) in touched:
