@@ -46,4 +46,4 @@ $(PEERS_STAMP): pyproject.toml
 peers: $(PEERS_STAMP)
 
 clean:
-	rm -rf $(VENV) $(PEERS) editors/vscode/node_modules
+	rm -rf $(VENV) $(PEERS) editors/vscode/node_modules .tools tests/editors/vscode_real/node_modules build/vscode-real

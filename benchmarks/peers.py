@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 from pathlib import Path
 from typing import Callable, Mapping
@@ -43,7 +44,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_overhead import build, interleaved, workloads  # noqa: E402 - a sibling module, not a package
+from engine_overhead import build, run_rounds, workloads  # noqa: E402 - a sibling module, not a package
 
 #: Rounds per model (``--quick``: a third, at least 3).
 ROUNDS = {"resnet50": 7, "gpt2": 7, "mobilenet": 21}
@@ -125,6 +126,23 @@ def usable(runs: dict[str, Callable[[], object]]) -> tuple[dict[str, Callable[[]
         else:
             ok[key] = fn
     return ok, errors
+
+
+def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Plain-forward median times, and per other workload the median of its per-round ratios to
+    the plain forward of the same round (``wall``, ``cpu``) and the ``spread`` of the wall ones
+    (half their interquartile range over their median)."""
+    wall, cpu = run_rounds(runs, rounds)
+    plain = {"wall": statistics.median(wall["plain"]), "cpu": statistics.median(cpu["plain"])}
+    ratios = {}
+    for key in runs:
+        if key == "plain":
+            continue
+        walls = [w / p for w, p in zip(wall[key], wall["plain"])]
+        q1, median, q3 = statistics.quantiles(walls, n=4) if len(walls) > 1 else (walls[0],) * 3
+        ratios[key] = {"wall": median, "cpu": statistics.median(c / p for c, p in zip(cpu[key], cpu["plain"])),
+                       "spread": (q3 - q1) / 2 / median}
+    return plain, ratios
 
 
 def measure(name: str, rounds: int, peers: dict[str, object]) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, str]]:
