@@ -45,10 +45,14 @@ class _MemoryReportBase(TypedDict):
 class MemoryReport(_MemoryReportBase, total=False):
     """What :func:`measure_peak_memory` returns (spec §8.5 plus A.7's version and context).
 
-    ``allocated_peak_bytes`` is present on CUDA and MPS only.
+    ``allocated_peak_bytes`` is present on CUDA and MPS only; ``peak_by_category`` on CPU only:
+    the bytes of the timeline's peak point by the profiler's categories (``parameters``,
+    ``optimizer_state``, ``inputs``, ``temporaries``, ``activations``, ``gradients``,
+    ``autograd_detail``, ``unknown``), which sum to ``peak_bytes``.
     """
 
     allocated_peak_bytes: int
+    peak_by_category: dict[str, int]
 
 
 def measure_peak_memory(workload: Callable[[], Any], *, device: str | torch.device) -> MemoryReport:
@@ -111,12 +115,27 @@ def _measure_cpu(workload: Callable[[], Any]) -> dict[str, Any]:
             "baseline_bytes": baseline,
             "peak_bytes": peak,
             "delta_bytes": peak - baseline,
+            "peak_by_category": _timeline_categories(points[totals.index(peak)]),
         }
     finally:
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+
+def _timeline_categories(point: list[int]) -> dict[str, int]:
+    """Name the sizes of one memory-timeline point: PyTorch writes ``[0, size of category 0, ...]`` in
+    the order of ``torch.profiler._memory_profiler._CATEGORY_TO_INDEX`` (``None``: uncategorised)."""
+    from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
+
+    plural = {"parameter": "parameters", "input": "inputs", "temporary": "temporaries",
+              "activation": "activations", "gradient": "gradients"}
+    named: dict[str, int] = {}
+    for category, index in _CATEGORY_TO_INDEX.items():
+        name = "unknown" if category is None else category.name.lower()
+        named[plural.get(name, name)] = int(point[index + 1]) if index + 1 < len(point) else 0
+    return named
 
 
 def _measure_cuda(workload: Callable[[], Any], device: torch.device, requested: Any) -> dict[str, Any]:
