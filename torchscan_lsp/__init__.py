@@ -30,6 +30,7 @@ _ENGINE_NAMES = (
     "BenchmarkReport",
     "compare_benchmarks",
     "render_report",
+    "analyse_training_step",
 )
 
 __all__ = [*_ENGINE_NAMES, "target", "__version__"]

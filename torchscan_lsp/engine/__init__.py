@@ -16,6 +16,7 @@ from torchscan_lsp.engine.report import (
     metric_result,
 )
 from torchscan_lsp.engine.summary import summary
+from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
 
 __all__ = [
     "crawl_module",
@@ -39,4 +40,7 @@ __all__ = [
     "compare_benchmarks",
     "BenchmarkComparison",
     "render_report",
+    "analyse_training_step",
+    "estimate_training_memory",
+    "measure_training_memory",
 ]

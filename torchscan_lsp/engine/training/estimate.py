@@ -32,7 +32,6 @@ from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.engine.training.options import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
-from torchscan_lsp.engine.training.tracker import MEM_TRACKER_AVAILABLE, PhaseMemTracker, categories_of
 
 __all__ = ["METHOD_MEM_TRACKER", "estimate_training_memory", "track_step"]
 
@@ -62,6 +61,10 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
 
     Returns the estimate's fields (see :func:`estimate_training_memory`) without ``options``.
     """
+    # imported here: MemTracker's module imports torch.distributed and the compiler stack (over a
+    # second), which no analysis but a training step needs
+    from torchscan_lsp.engine.training.tracker import PhaseMemTracker, categories_of
+
     tracker = PhaseMemTracker()
     externals = [leaf for leaf in tree_flatten((step.args, step.kwargs, step.targets))[0] if isinstance(leaf, torch.Tensor)]
     tracker.track_external(step.model, step.optimizer, *externals)
@@ -139,6 +142,8 @@ def estimate_training_memory(
         Any error of the factory or of the step, unchanged (e.g. ``DataDependentOutputException``
         for a model that reads tensor values).
     """
+    from torchscan_lsp.engine.training.tracker import MEM_TRACKER_AVAILABLE
+
     if not MEM_TRACKER_AVAILABLE:
         raise RuntimeError(
             f"PyTorch {torch.__version__} has no torch.distributed._tools.mem_tracker.MemTracker (PyTorch 2.4 or "
