@@ -11,7 +11,18 @@ factory lines here (the workspace lines that built and called them).
 """
 
 import torch
-from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
 
 SEQUENCE_LENGTH = 32
 
@@ -70,3 +81,39 @@ def llama_small():
     model = LlamaForCausalLM(config)
     input_ids, attention_mask = _tokens(config.vocab_size)
     return model, (), {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
+
+
+# torchscan: device="cpu"
+def mistral_small():
+    """A Mistral decoder (grouped-query attention, gated MLP): 2 layers, 4 heads, width 128."""
+    torch.manual_seed(0)
+    config = MistralConfig(
+        hidden_size=128,
+        intermediate_size=344,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+        max_position_embeddings=128,
+    )
+    model = MistralForCausalLM(config)
+    input_ids, attention_mask = _tokens(config.vocab_size)
+    return model, (), {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
+
+
+# torchscan: device="cpu"
+def t5_small():
+    """A T5 encoder-decoder: 2 + 2 layers, 4 heads of 32, width 128, 32 source and 8 target tokens."""
+    torch.manual_seed(0)
+    config = T5Config(
+        d_model=128, d_kv=32, d_ff=512, num_layers=2, num_decoder_layers=2, num_heads=4, vocab_size=1000
+    )
+    model = T5ForConditionalGeneration(config)
+    input_ids, attention_mask = _tokens(config.vocab_size)
+    decoder_input_ids, _ = _tokens(config.vocab_size, length=8)
+    return model, (), {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "decoder_input_ids": decoder_input_ids,
+        "use_cache": False,
+    }
