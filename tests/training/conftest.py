@@ -1,4 +1,4 @@
-"""Shared models of the training-step tests: the hand-written Llama blocks of ``examples/``."""
+"""Shared models of the training-step tests: the hand-written decoders of ``examples/``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama_blocks.py"
+_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _load_llama_blocks():
-    spec = importlib.util.spec_from_file_location("llama_blocks_example", _EXAMPLE)
+def _load_example(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_example", _EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -20,4 +20,10 @@ def _load_llama_blocks():
 @pytest.fixture(scope="session")
 def llama_blocks():
     """``examples/llama_blocks.py`` as a module (``LlamaBlocks``, ``LLAMA_7B``, ``parameter_count``)."""
-    return _load_llama_blocks()
+    return _load_example("llama_blocks")
+
+
+@pytest.fixture(scope="session")
+def nanogpt():
+    """``examples/gpt.py`` as a module (``GPT``, ``GPTConfig``): nanoGPT's layout, tied head."""
+    return _load_example("gpt")

@@ -1,8 +1,8 @@
 """Estimated (fake tensors + MemTracker) and measured (a real CPU step) peaks agree on small models.
 
 The stated tolerance is ``AGREEMENT_TOLERANCE`` = 1 % of the measured peak. Measured on PyTorch
-2.13 (CPU) when this test was written: CNN 0.01 %, Llama-style GPT 0 bytes apart, transformers'
-GPT-2 48 bytes (0.0004 %), MLP 12 bytes (0.0003 %). Where they differ more is documented in
+2.13 (CPU) when this test was written: CNN 0.01 %, Llama-style GPT 0 bytes apart, nanoGPT (tied head) 0 bytes,
+transformers' GPT-2 48 bytes (0.0004 %), MLP 12 bytes (0.0003 %). Where they differ more is documented in
 docs/measurement.md (a strided convolution's oneDNN backward allocates a buffer it does not return).
 """
 
@@ -60,6 +60,22 @@ def test_small_gpt_written_here(llama_blocks):
     _agree(report)
     assert report["memory"]["estimated"]["peak_phase"] == "backward"
     assert report["flops"]["totals"]["training_flops"]["status"] == "complete"
+
+
+def test_nanogpt_with_tied_weights(nanogpt):
+    config = nanogpt.GPTConfig()  # 2 layers, 4 heads, width 64, vocabulary 256, 32 positions
+
+    def build():
+        torch.manual_seed(0)
+        ids, labels = torch.randint(0, 256, (4, 32)), torch.randint(0, 256, (4, 32))
+        loss = lambda logits, target: F.cross_entropy(logits.flatten(0, 1), target.flatten())  # noqa: E731
+        return {"model": nanogpt.GPT(config), "args": (ids,), "loss": loss, "targets": (labels,)}
+
+    report = analyse_training_step(build, train={"foreach": True})
+    _agree(report)
+    # the head and the token embedding are one tensor, counted once: 256 x 64 fp32
+    parameters = sum(p.numel() for p in nanogpt.GPT(config).parameters())
+    assert report["memory"]["estimated"]["persistent"]["by_category"]["parameters"] == 4 * parameters
 
 
 def test_small_gpt2_from_transformers():
