@@ -257,7 +257,9 @@ _SKIPPED = frozenset(
         )
     )
     if op is not None
-) | frozenset([torch.ops.prim.layout.default])
+    # prim.device reaches a mode only from a tensor subclass that answers .device in Python
+    # (FakeTensor, in a training-step estimate): a runtime query, not an executed operator
+) | frozenset([torch.ops.prim.layout.default, torch.ops.prim.device.default])
 _DEVICE_OP = torch.ops.prim.device.default
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
 _HigherOrderOperator = getattr(torch._ops, "HigherOrderOperator", ())

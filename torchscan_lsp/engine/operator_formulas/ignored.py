@@ -73,6 +73,3 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 EXTRA_IGNORED: dict[str, str] = {
     f"aten.{name}": reason for reason, names in _GROUPS.items() for name in dict.fromkeys(names)
 }
-# A tensor subclass that answers ``.device`` in Python (FakeTensor, as in a training-step estimate)
-# dispatches this query to every active mode.
-EXTRA_IGNORED["prim.device"] = QUERY
