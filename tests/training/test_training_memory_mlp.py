@@ -130,3 +130,21 @@ def test_side_by_side_with_a_budget():
     fits = analyse_training_step(mlp, train={"batch": 32}, **OPTIONS, memory_budget="1 GiB", measure=False)
     assert fits["memory"]["budget"]["fits"] is True
     assert not [d for d in fits["diagnostics"] if d["code"] == "training_memory_over_budget"]
+
+
+def test_sgd_by_module_by_hand():
+    modules = estimate_training_memory(mlp, train={"optimizer": "sgd", "batch": 32}, **OPTIONS,
+                                       count_flops=False)["by_module"]
+    assert set(modules) == {"", "0", "1", "2"}
+    first, relu, second = modules["0"], modules["1"], modules["2"]
+    assert (first["parameters"], first["inputs"], first["outputs"]) == (W0 + B0, X, H)
+    assert (relu["parameters"], relu["inputs"], relu["outputs"]) == (0, H, H)
+    assert (second["parameters"], second["inputs"], second["outputs"]) == (W2 + B2, H, OUT)
+    # while the first Linear runs: the parameters, the input and its output h
+    assert first["forward_peak_bytes"] == P + X + H
+    # while the second Linear's backward runs: besides the parameters, the input, out, the loss and
+    # its gradient, relu's output r (saved, freed when this backward ends), the gradient of r, and
+    # the weight and bias gradients
+    assert second["backward_peak_bytes"] == P + X + OUT + LOSS + 4 + H + H + W2 + B2
+    # the step's peak falls in the first Linear's backward
+    assert first["backward_peak_bytes"] == modules[""]["backward_peak_bytes"] == SGD_PEAK
