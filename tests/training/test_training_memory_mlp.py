@@ -13,6 +13,8 @@ The step keeps ``out`` and the 4-byte loss referenced until it ends, as a plain 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from torch import nn
 
@@ -109,6 +111,8 @@ def test_adamw_by_hand(foreach, temporaries):
 
 def test_side_by_side_with_a_budget():
     report = analyse_training_step(mlp, train={"batch": 32, "foreach": True}, **OPTIONS, memory_budget="2 MiB")
+    assert json.loads(json.dumps(report)) == report
+    assert (report["schema_version"], report["kind"], report["context"]["package"]) == (1, "training_step", "torchscan-lsp")
     memory = report["memory"]
     assert memory["estimated"]["method"].startswith("torch.distributed._tools.mem_tracker.MemTracker")
     assert memory["measured"]["method"] == "torchscan_lsp.measure_peak_memory"

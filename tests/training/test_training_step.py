@@ -115,7 +115,7 @@ def test_a_meta_model_is_estimated_not_measured():
     assert estimated["persistent"]["by_category"]["parameters"] == 4 * 2 * (64 * 64 + 64)
     assert measured["peak"]["status"] == "unavailable" and "meta device" in measured["reason"]
     assert report["memory"]["comparison"] is None
-    json.loads(json.dumps(report))  # JSON-safe
+    assert json.loads(json.dumps(report)) == report  # JSON-safe
 
 
 def test_an_absent_gpu_is_not_a_warning():
