@@ -1,4 +1,4 @@
-"""Cost of ``crawl_module`` against a plain ``no_grad`` forward of the same model (issue 2, Speed).
+"""Cost of ``crawl_module`` against a plain ``no_grad`` forward of the same model.
 
 Three models, one thread (``torch.set_num_threads(1)``):
 
@@ -11,7 +11,7 @@ Three models, one thread (``torch.set_num_threads(1)``):
 For each model the plain forward, the full analysis (structure, module formulas and operator FLOPs
 in one pass), structure mode and, for reference, PyTorch's ``FlopCounterMode`` alone run
 interleaved, round after round, in one process. For each workload the median of its per-round ratios
-to the plain forward is printed beside the limits of issue 2, for wall-clock time (the verdict) and
+to the plain forward is printed beside its limits, for wall-clock time (the verdict) and
 for the CPU time of the measuring thread. Peak resident memory is measured in child
 processes (one per model and mode; the peak is reset after the model is built) and printed as the
 growth over the resident size before the call.

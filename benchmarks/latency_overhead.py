@@ -1,4 +1,4 @@
-"""Overhead of ``measure_latency`` over the same ``torch.utils.benchmark.Timer`` used directly (issue 4).
+"""Overhead of ``measure_latency`` over the same ``torch.utils.benchmark.Timer`` used directly.
 
 A ~1 ms CPU workload (a matrix product sized to take about a millisecond here, one intra-op thread)
 is timed both ways with the same minimum run time and thread count:

@@ -1,4 +1,4 @@
-"""Per-layer latency of a ResNet-18 with default options must finish in under 30 s (issue 4).
+"""Per-layer latency of a ResNet-18 with default options must finish in under 30 s.
 
 Run: ``python benchmarks/layer_latency.py`` (exit status 1 when over budget). The ResNet-18 is written
 here (torchvision is not installable beside the pinned torch): BasicBlock, layers [2, 2, 2, 2], 1000

@@ -1,4 +1,4 @@
-"""A Llama-7B-sized model analysed on the meta device: time and peak resident memory (spec A.8).
+"""A Llama-7B-sized model analysed on the meta device: time and peak resident memory.
 
 Builds ``transformers``' ``LlamaForCausalLM`` from a ``LlamaConfig`` of the 7B size (32 layers,
 hidden 4096, intermediate 11008, 32 heads, vocabulary 32000) under ``torch.device("meta")`` — no
@@ -9,7 +9,7 @@ Printed: the build and analysis times (the library import is timed separately: i
 process), the process's peak resident set size, the parameter count, the operator FLOPs with their
 status, and the dense-transformer rule of thumb ``2 x parameters x tokens`` beside them (about
 1.70 TFLOPs; the counted value adds attention scores and element-wise work and leaves out the
-embedding lookup's non-arithmetic). The issue's targets: under 3 s and under 1 GB.
+embedding lookup's non-arithmetic). The targets: under 3 s and under 1 GB.
 
 Run: ``python benchmarks/meta_llama7b.py`` (``--check`` exits 1 when a target is missed).
 """

@@ -1,4 +1,4 @@
-"""Language server responsiveness and save-to-hints time (issue 3, Speed).
+"""Language server responsiveness and save-to-hints time.
 
 Two measurements, side by side in one run:
 

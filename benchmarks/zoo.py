@@ -1,4 +1,4 @@
-"""Model-zoo coverage report (issue 7): real architectures, built by their libraries' own code with
+"""Model-zoo coverage report: real architectures, built by their libraries' own code with
 random weights, analysed with ``torchscan_lsp.crawl_module``.
 
 For every model it prints the status of the four FLOP-like totals — module FLOPs, MACs, DMAs (module

@@ -9,39 +9,18 @@ must never import torch, because the language server process stays torch-free by
 
 from importlib import import_module
 
+from torchscan_lsp.contract.api import ENGINE_EXPORTS
 from torchscan_lsp.targets.decorator import target
 
-_ENGINE_NAMES = (
-    "crawl_module",
-    "summary",
-    "measure_flops",
-    "FlopReport",
-    "compare_reports",
-    "ReportDiff",
-    "AnalysisReport",
-    "LayerReport",
-    "MetricResult",
-    "Diagnostic",
-    "IncompleteAnalysisError",
-    "metric_result",
-    "measure_peak_memory",
-    "measure_latency",
-    "measure_layer_latency",
-    "BenchmarkReport",
-    "compare_benchmarks",
-    "render_report",
-    "analyse_training_step",
-)
-
-__all__ = [*_ENGINE_NAMES, "target", "__version__"]
+__all__ = [*ENGINE_EXPORTS, "target", "__version__"]
 
 
 def __getattr__(name: str):
-    """Resolve engine names and ``__version__`` on first use (never cached, see spec A.9)."""
+    """Resolve engine names and ``__version__`` on first use (never cached: docs/report-schema.md, `context`)."""
     if name == "__version__":
         from torchscan_lsp.version import package_version
 
         return package_version()
-    if name in _ENGINE_NAMES:
+    if name in ENGINE_EXPORTS:
         return getattr(import_module("torchscan_lsp.engine"), name)
     raise AttributeError(f"module 'torchscan_lsp' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The installed version of this package, looked up on every call (never cached, spec A.9)."""
+"""The installed version of this package, looked up on every call (never cached: docs/report-schema.md, `context`)."""
 
 from importlib import metadata
 

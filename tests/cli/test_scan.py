@@ -12,22 +12,9 @@ from pathlib import Path
 import pytest
 
 from torchscan_lsp.cli import main
+from workspace_files import line_of, write
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def write(root: Path, files: dict[str, str]) -> dict[str, str]:
-    written = {}
-    for rel, text in files.items():
-        text = textwrap.dedent(text).lstrip("\n")
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-        written[rel] = text
-    return written
-
-
-def line_of(text: str, needle: str) -> int:
-    return text.count("\n", 0, text.index(needle)) + 1
 
 
 @pytest.fixture
@@ -260,8 +247,9 @@ def test_the_readme_demo_prints_real_tables():
     assert process.returncode == 0, process.stderr
     assert "Traceback" not in process.stderr
     titles = [line.split(": ", 1)[1] for line in process.stdout.splitlines() if line.startswith("examples/")]
-    assert titles == ["small_resnet", "TinyConvNet", "gpt2_small", "bert_small", "llama_small"]
-    assert process.stdout.count("Total params: ") == 5
+    assert titles == ["small_resnet", "TinyConvNet", "gpt2_small", "bert_small", "llama_small", "mistral_small",
+                      "t5_small"]
+    assert process.stdout.count("Total params: ") == 7
     assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
     assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)
     # TinyConvNet's MACs: 8·28·28·9 + 16·14·14·72 + 784·10 = 56,448 + 225,792 + 7,840 = 290,080

@@ -1,4 +1,4 @@
-"""compare_reports (spec §9)."""
+"""compare_reports (docs/report-schema.md)."""
 
 import copy
 import json

@@ -1,4 +1,4 @@
-"""Work in a container's own forward is never silent (spec A.2), and measuring does not change the
+"""Work in a container's own forward is never silent (docs/metrics.md), and measuring does not change the
 program: the crawl dispatches what a plain forward dispatches and says which path ran."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""crawl_module: layer records, totals, statuses, strict and structure modes, one forward pass (spec §2-§4)."""
+"""crawl_module: layer records, totals, statuses, strict and structure modes, one forward pass
+(docs/report-schema.md)."""
 
 import json
 
@@ -43,7 +44,7 @@ class Unsup(nn.Module):
 
 
 def partial_model():
-    """The model of spec §3.9."""
+    """The model of docs/report-schema.md."""
     return nn.Sequential(
         nn.Conv2d(3, 4, 3, padding=1),
         nn.BatchNorm2d(4),
@@ -71,7 +72,7 @@ def observed_operators(report):
 
 
 # --------------------------------------------------------------------------------------------------
-# the worked example of spec §3.8
+# the worked example of docs/report-schema.md
 
 
 def test_conv2d_worked_example():
@@ -102,7 +103,7 @@ def test_conv2d_worked_example():
             "module_flops": metric("complete", 388800, "FLOPs"),
             "macs": metric("complete", 194400, "MACs"),
             "dmas": metric("complete", 201824, "DMAs"),
-            # module-local and cumulative values agree on a model of one module (spec A.1)
+            # module-local and cumulative values agree on a model of one module (docs/metrics.md)
             "local_receptive_field": metric("complete", 3, "elements"),
             "local_stride": metric("complete", 1, "elements"),
             "local_padding": metric("complete", 0, "elements"),
@@ -143,7 +144,7 @@ def test_bare_conv2d_passes_strict_mode():
 
 
 # --------------------------------------------------------------------------------------------------
-# the partial example of spec §3.9
+# the partial example of docs/report-schema.md
 
 
 def test_partial_model_layers_parameters_and_buffers():
@@ -177,7 +178,7 @@ def test_partial_model_layers_parameters_and_buffers():
 def test_partial_model_module_metrics_and_aggregation():
     report = crawl_module(partial_model(), (3, 8, 8))
     by_path = {l["path"]: l["metrics"] for l in report["layers"]}
-    expected = {  # contract values (spec §3.9), module_flops / macs / dmas
+    expected = {  # contract values (docs/report-schema.md), module_flops / macs / dmas
         "0": (13824, 6912, 7280),
         "1": (1032, 512, 530),
         "2": (256, 0, 512),
@@ -585,7 +586,7 @@ def test_generated_dtype_and_provided_int_ids():
 
 
 # --------------------------------------------------------------------------------------------------
-# ordered inputs (spec §2.4)
+# ordered inputs (docs/report-schema.md)
 
 
 class TwoArgs(nn.Module):

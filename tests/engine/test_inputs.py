@@ -1,4 +1,4 @@
-"""Input validation and preparation (spec §2.1) and value metadata (spec §3.3)."""
+"""Input validation and preparation (docs/report-schema.md) and value metadata (docs/report-schema.md)."""
 
 import json
 from collections import OrderedDict, namedtuple

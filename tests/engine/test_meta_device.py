@@ -1,4 +1,4 @@
-"""Meta device (spec A.8): structure, parameters and FLOPs without allocating memory."""
+"""Meta device (docs/report-schema.md): structure, parameters and FLOPs without allocating memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Operator FLOPs: measure_flops over FlopCounterMode's formulas (spec §6, A.3).
+"""Operator FLOPs: measure_flops over FlopCounterMode's formulas (docs/operator-formulas.md).
 
 The default formula table (``operator_formulas.DEFAULT_FORMULAS``) grows over time; tests that need
 an operator without a formula replace the table by an explicit one with ``monkeypatch`` instead of

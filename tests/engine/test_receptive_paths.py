@@ -1,4 +1,4 @@
-"""Cumulative receptive field along the executed path (spec A.1).
+"""Cumulative receptive field along the executed path (docs/metrics.md).
 
 Every expected value is derived by hand in the comments with the composition rule
 ``rf' = rf + (k_eff - 1)·jump``, ``jump' = jump·s``, ``padding' = padding + p·jump``
@@ -256,7 +256,7 @@ def test_table_shows_cumulative_values_and_lower_bounds(capsys):
     summary(TwoScales(), args=(torch.rand(1, 1, 16), torch.rand(1, 1, 8)), receptive_field=True)
     rows = capsys.readouterr().out.splitlines()
     (head,) = [row for row in rows if row.startswith("├─head")]
-    assert head.split()[-1] == ">=3"
+    assert head.split()[-1] == "≥3"  # a lower bound of 3
 
 
 class SqueezeExcite(nn.Module):

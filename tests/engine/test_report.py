@@ -1,4 +1,4 @@
-"""The report contract: metric_result, IncompleteAnalysisError, vocabulary (spec §1.2, §3.6, §3.7)."""
+"""The report contract: metric_result, IncompleteAnalysisError, vocabulary (docs/report-schema.md)."""
 
 import json
 import pickle

@@ -1,4 +1,4 @@
-"""summary() and its table (spec §10)."""
+"""summary() and its table (README.md's summary table)."""
 
 import copy
 
@@ -76,7 +76,7 @@ def test_nested_table_with_receptive_field_columns(capsys):
     rows = [line.rstrip() for line in lines[3:13]]
     assert rows[0] == "sequential    Sequential     (1, 2)          0          -            ?                  ?                   ?"
     assert rows[1] == "├─0           Conv2d         (1, 4, 8, 8)    112        True         3                  1                   1"
-    # cumulative (spec A.1): BatchNorm keeps the conv's field; MaxPool2d(2): 3 + (2 - 1)·1 = 4, jump 2
+    # cumulative (docs/metrics.md): BatchNorm keeps the conv's field; MaxPool2d(2): 3 + (2 - 1)·1 = 4, jump 2
     assert rows[2] == "├─1           BatchNorm2d    (1, 4, 8, 8)    17         True         3                  1                   1"
     assert rows[4] == "├─3           Sequential     (1, 4, 4, 4)    0          -            ?                  ?                   ?"
     assert rows[5] == "|    └─0      MaxPool2d      (1, 4, 4, 4)    0          -            4                  2                   1"

@@ -1,4 +1,4 @@
-"""Token dependencies of attention and Transformer calls (spec A.6)."""
+"""Token dependencies of attention and Transformer calls (docs/report-schema.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for the measurement tests: hand-written reports derived from the spec, not from our code."""
+"""Fixtures for the measurement tests: hand-written reports derived from docs/, not from our code."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def _metric(value, unit, scope, method, status="complete"):
     return {"status": status, "value": value if status == "complete" else None, "known_value": known, "unit": unit, "scope": scope, "method": method}
 
 
-#: Spec §3.8: crawl_module(nn.Conv2d(3, 8, 3), (3, 32, 32)), written out by hand.
+#: docs/report-schema.md's first example: crawl_module(nn.Conv2d(3, 8, 3), (3, 32, 32)), written out by hand.
 CONV_REPORT = {
     "schema_version": 1,
     "context": {
@@ -71,7 +71,7 @@ def conv_report():
 
 @pytest.fixture
 def evil_report():
-    """The §3.8 report whose model type, layer path/type and diagnostic carry HTML."""
+    """The docs/report-schema.md report whose model type, layer path/type and diagnostic carry HTML."""
     report = copy.deepcopy(CONV_REPORT)
     report["context"]["model_type"] = f"models.{EVIL}"
     layer = report["layers"][0]

@@ -76,7 +76,7 @@ def test_each_measurement_kind_renders(tmp_path, kind):
     fast = {"warmup": 0, "min_run_time": 0.005, "min_repeats": 2}
     if kind == "latency":
         document = measure_latency(lambda: None, device="cpu", inputs=torch.rand(2, 3), **fast)
-        expected = ["Latency benchmark", "first_call_latency", "[2, 3] torch.float32"]
+        expected = ["Latency benchmark", "first_call_latency", "(2, 3) torch.float32"]
     elif kind == "layer_latency":
         document = measure_layer_latency(nn.Sequential(nn.Linear(2, 2)), (torch.rand(1, 2),), device="cpu", **fast)
         expected = ["Per-layer latency of torch.nn.modules.container.Sequential", "model_latency"]
@@ -177,3 +177,38 @@ def test_every_string_in_every_kind_is_escaped(tmp_path, conv_report, evil_text,
     _offline_checks(text)
     assert "<img" not in text and evil_text not in text
     assert "&lt;script&gt;" in text
+
+
+def _analysis_of(layers, total):
+    return {"schema_version": 1, "context": {"model_type": "m.Net"}, "inputs": {"source": "provided", "args": [], "kwargs": {}},
+            "layers": layers, "totals": {"module_flops": total}, "diagnostics": []}
+
+
+def _flops(status, value):
+    return {"status": status, "value": value if status == "complete" else None,
+            "known_value": None if status == "unavailable" else value, "unit": "FLOPs", "scope": "module_call",
+            "method": "torchscan_module_formula"}
+
+
+def test_shares_of_a_complete_total(tmp_path):
+    # fc 300 of 400 FLOPs = 75.0%, relu 100 of 400 = 25.0%
+    layers = [{"path": "fc", "call_index": 0, "type": "Linear", "metrics": {"module_flops": _flops("complete", 300)}},
+              {"path": "relu", "call_index": 0, "type": "ReLU", "metrics": {"module_flops": _flops("complete", 100)}}]
+    text = render_report(_analysis_of(layers, {**_flops("complete", 400), "scope": "forward"}),
+                         tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<span class="share">75.0%</span>' in text and '<span class="share">25.0%</span>' in text
+    assert "lower bound" not in text
+
+
+def test_shares_of_a_lower_bound_say_so_and_work_not_counted_shows_no_percentage(tmp_path):
+    # fc counted 600; odd (no formula) counted in part, known 0; the total is partial, known 600.
+    # fc's share of the counted part is 600 / 600 = 100.0%, of the true total at most that: "≤ 100.0%"
+    layers = [{"path": "fc", "call_index": 0, "type": "Linear", "metrics": {"module_flops": _flops("complete", 600)}},
+              {"path": "odd", "call_index": 0, "type": "Odd", "metrics": {"module_flops": _flops("partial", 0)}},
+              {"path": "gone", "call_index": 0, "type": "Gone", "metrics": {"module_flops": _flops("unavailable", None)}}]
+    text = render_report(_analysis_of(layers, {**_flops("partial", 600), "scope": "forward"}),
+                         tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<span class="share">≤ 100.0%</span>' in text
+    assert not re.search(r"(?<![\d.])0\.0%", text)  # neither odd nor gone gets a percentage
+    assert "counted in part: no share" in text and "not counted: no share" in text
+    assert "is a lower bound" in text and "at most the one shown" in text

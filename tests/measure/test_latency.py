@@ -1,4 +1,4 @@
-"""measure_latency (spec §13.5, A.7): statistics recomputed independently, devices faked, bad input."""
+"""measure_latency (docs/measurement.md): statistics recomputed independently, devices faked, bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""measure_peak_memory (spec §8, A.7): CPU for real, CUDA and MPS call order and messages with fakes."""
+"""measure_peak_memory (docs/measurement.md): CPU for real, CUDA and MPS call order and messages with fakes."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_cpu_delta_covers_a_known_allocation(monkeypatch):
 
 
 def test_cpu_baseline_is_the_first_timeline_point():
-    """Reference behaviour (§8.1): the baseline is the first point, which already holds the first
+    """Reference behaviour (docs/measurement.md): the baseline is the first point, which already holds the first
     allocation, so a workload allocating a single tensor shows no delta above it."""
     report = measure_peak_memory(lambda: torch.ones(KNOWN_BYTES, dtype=torch.uint8), device="cpu")
     assert report["baseline_bytes"] >= KNOWN_BYTES
@@ -129,7 +129,7 @@ def test_calls_are_serialised():
 
 
 # --------------------------------------------------------------------------------------------------
-# CUDA with fakes (call order and messages, spec §8.2)
+# CUDA with fakes (call order and messages, docs/measurement.md)
 
 
 class _FakeCuda:
@@ -230,7 +230,7 @@ def test_cuda_workload_error_propagates(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------------
-# MPS with fakes (spec §8.3)
+# MPS with fakes (docs/measurement.md)
 
 
 class _FakeMps:

@@ -34,11 +34,11 @@ from lsprotocol import types
 from torchscan_lsp.server.code_lens import build_code_lenses
 from torchscan_lsp.server.diagnostics import build_diagnostics
 from torchscan_lsp.server.hover import build_hover
-from torchscan_lsp.server.inlay_hints import build_inlay_hints, module_label, outermost
+from torchscan_lsp.server.inlay_hints import build_inlay_hints, module_label
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import TargetKey, TargetState
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import TargetKey, TargetState
 
 SOURCE = """import torch.nn as nn
 
@@ -312,7 +312,7 @@ def test_target_hover_shows_measured_memory():
     memory = {"device": "cpu", "metric": "rss", "baseline_bytes": 1024, "peak_bytes": 1024 + 3 * 1024 * 1024,
               "delta_bytes": 3 * 1024 * 1024}
     card = build_hover("net.py", 4, [_state(measurements={"memory": memory})])
-    assert "Peak memory: 3.0 MiB above the baseline (peak 3.0 MiB, rss on cpu)" in card
+    assert "Peak memory: 3.00 MiB above the baseline (peak 3.00 MiB, rss on cpu)" in card
 
 
 def test_receptive_field_notes_are_information_not_warnings():

@@ -11,12 +11,13 @@ PROBE = textwrap.dedent("""
     from torchscan_lsp.cli import build_parser
     from torchscan_lsp.server.app import create_server
     from torchscan_lsp.cli.check import check
+    from torchscan_lsp.session.workspace import python_files
 
     build_parser()
     create_server()
     assert "torch" not in sys.modules, "importing the server imported torch"
     root = Path(sys.argv[1])
-    lines, errors = asyncio.run(check([root / "model.py"], root, python=None, timeout=120, hints=True))
+    lines, errors = asyncio.run(check(python_files([root / "model.py"]), root, python=None, timeout=120, hints=True))
     assert any("model.py" in line for line in lines), lines
     assert "torch" not in sys.modules, "analysing imported torch in the server process"
     print("torch-free")

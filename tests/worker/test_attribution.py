@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import torch
@@ -14,24 +13,7 @@ import torchscan_lsp.worker.runner as runner_module
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 
 from torchscan_lsp.worker.runner import run_job
-
-
-def write(root: Path, files: dict[str, str]) -> dict[str, str]:
-    written = {}
-    for rel, text in files.items():
-        text = textwrap.dedent(text).lstrip("\n")
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-        written[rel] = text
-    return written
-
-
-def line_of(text: str, needle: str) -> int:
-    return text.count("\n", 0, text.index(needle)) + 1
-
-
-def loc(file: str, line: int) -> dict:
-    return {"file": file, "line": line}
+from workspace_files import line_of, loc, write
 
 
 def run(root: Path, rel: str, target: str, options: dict) -> dict:

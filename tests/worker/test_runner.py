@@ -10,36 +10,17 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
 from torchscan_lsp.worker.runner import run_job
+from workspace_files import line_of, loc, write
 
 CONV_PARAMS = 224
 CONV_FLOPS = 388_800
 CONV_OUT_ELEMENTS = 8 * 30 * 30
-
-
-def write(root: Path, files: dict[str, str]) -> dict[str, str]:
-    """Write dedented ``files`` under ``root``; returns the texts as written."""
-    written = {}
-    for rel, text in files.items():
-        text = textwrap.dedent(text).lstrip("\n")
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written[rel] = text
-    return written
-
-
-def line_of(text: str, needle: str, occurrence: int = 0) -> int:
-    start = -1
-    for _ in range(occurrence + 1):
-        start = text.index(needle, start + 1)
-    return text.count("\n", 0, start) + 1
 
 
 def job(root: Path, rel: str, target: str, options=None, **extra) -> dict:
@@ -58,10 +39,6 @@ def run(root: Path, rel: str, target: str, options=None, **extra) -> dict:
     result = run_job(job(root, rel, target, options, **extra))
     assert json.loads(json.dumps(result, allow_nan=False)) == result
     return result
-
-
-def loc(file: str, line: int) -> dict:
-    return {"file": file, "line": line}
 
 
 def total(report: dict, name: str):

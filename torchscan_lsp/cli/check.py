@@ -2,9 +2,9 @@
 
 Each line reads ``file:line:col: severity: message`` (1-based line and column), severity one of
 ``error``, ``warning``, ``info``, ``hint`` (an inlay hint's label). The targets in the given files
-(folders are searched for ``*.py``) are analysed in worker processes exactly as the language server
-does it, and the same builders turn the results into text; files the models touched are reported
-too. The exit status is 1 when any error was reported, 0 otherwise, and 2 when a path does not
+(folders are searched for ``*.py``, by the rules of :mod:`torchscan_lsp.session.workspace`) are
+analysed in worker processes through the language server's own session, and the same builders
+turn the results into text; files the models touched are reported too. The exit status is 1 when any error was reported, 0 otherwise, and 2 when a path does not
 exist. This command does not import torch itself.
 """
 
@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-_SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", "build", "dist"}
+from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -32,7 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders to check")
     parser.add_argument("--root", help="workspace root (default: the nearest folder above the first path "
-                        "with a pyproject.toml or .git, else the current folder)")
+                        "with a pyproject.toml or .git, else the current folder when it holds every path, "
+                        "else the first path's folder)")
     parser.add_argument("--python", help="interpreter that runs the analyses (default: this one)")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="seconds allowed per analysis (default: the [tool.torchscan-lsp] timeout, "
@@ -44,30 +45,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def find_root(path: Path) -> Path:
-    """The nearest folder at or above ``path`` holding ``pyproject.toml`` or ``.git``, else the cwd."""
-    start = path if path.is_dir() else path.parent
-    for folder in (start, *start.parents):
-        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
-            return folder
-    return Path.cwd()
-
-
-def python_files(paths: list[Path]) -> list[Path]:
-    """The given files and the ``*.py`` files under the given folders, sorted, each once."""
-    found: dict[Path, None] = {}
-    for path in paths:
-        if path.is_dir():
-            for dirpath, dirnames, filenames in os.walk(path):
-                dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS and not d.startswith("."))
-                for name in sorted(filenames):
-                    if name.endswith(".py"):
-                        found[Path(dirpath, name).resolve()] = None
-        else:
-            found[path.resolve()] = None
-    return list(found)
-
-
 def _display(path: Path) -> str:
     try:
         return os.path.relpath(path)
@@ -75,58 +52,46 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-async def check(files: list[Path], root: Path, *, python: str | None, timeout: float | None, hints: bool,
+async def check(files: list[SourceFile], root: Path, *, python: str | None, timeout: float | None, hints: bool,
                 memory_mb: float | None = None) -> tuple[list[str], int]:
-    """Analyse ``files`` under ``root``; returns the output lines and the number of errors."""
+    """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files`) under ``root``;
+    returns the output lines and the number of errors."""
     from lsprotocol import types
 
-    from torchscan_lsp.cli.scan import cli_messages
-    from torchscan_lsp.server.analysis import Analyzer
-    from torchscan_lsp.server.app import pyproject_settings
+    from torchscan_lsp.cli.session import command_session, time_alone
     from torchscan_lsp.server.diagnostics import build_diagnostics
     from torchscan_lsp.server.inlay_hints import build_inlay_hints
     from torchscan_lsp.server.positions import Lines
-    from torchscan_lsp.server.settings import resolve
-    from torchscan_lsp.worker import client
 
-    overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout),
-                                                ("memoryLimitMb", memory_mb)) if value is not None}
-    settings, problems = resolve(pyproject_settings(str(root)), overrides)
-
-    async def run_job(job: dict, **limits) -> dict:
-        # A stopped analysis advises this command's flags, not the editor's settings.
-        return cli_messages(await client.run(job, **limits),
-                            {"timeout": "--timeout", "memory": "--memory-limit-mb"})
-
-    analyzer = Analyzer(settings, trusted=True, run_job=run_job)
-    documents = []
-    for path in files:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        document = analyzer.open(str(path), str(root), text)
-        documents.append(document)
-        analyzer.analyse(document)
-    await analyzer.scheduler.wait_idle()
+    session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb)
+    documents, unreadable = session.open_files(files, str(root))
+    time_alone(session)
+    for document in documents:
+        session.analyse(document)
+    await session.scheduler.wait_idle()
+    session.shutdown()
 
     reported = {d.rel: d for d in documents}
-    for state in list(analyzer.store.targets.values()):
+    for state in list(session.store.targets.values()):
         for rel in sorted(state.files - set(reported)):
             path = root / rel
             if path.is_file():
-                reported[rel] = analyzer.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))
+                reported[rel] = session.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))
 
     severity = {types.DiagnosticSeverity.Error: "error", types.DiagnosticSeverity.Warning: "warning",
                 types.DiagnosticSeverity.Information: "info", types.DiagnosticSeverity.Hint: "hint"}
     out: list[str] = [f"torchscan-lsp: {problem}" for problem in problems]
-    errors = 0
+    out += [f"{_display(path)}:1:1: error: {problem}" for path, problem in unreadable]
+    errors = len(unreadable)
     for rel, document in reported.items():
         lines = Lines(document.text, len)
-        states = analyzer.store.states_for_file(document.root, rel)
+        states = session.store.states_for_file(document.root, rel)
         entries = []
-        for d in build_diagnostics(rel, lines, document.problems, states, analyzer.config_error(str(root))):
+        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root))):
             errors += d.severity == types.DiagnosticSeverity.Error
             entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
         if hints:
-            for h in build_inlay_hints(rel, lines, states, settings.inlayHints):
+            for h in build_inlay_hints(rel, lines, states, session.settings.inlayHints):
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
         out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
@@ -150,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"torchscan-lsp check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    root = Path(args.root).resolve() if args.root else find_root(paths[0].resolve()).resolve()
+    root = Path(args.root).resolve() if args.root else find_root(paths)
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
                                       hints=not args.no_hints, memory_mb=args.memory_limit_mb))
     for line in lines:

@@ -1,5 +1,9 @@
-"""The analysis engine: a pure library that measures a model and returns JSON-safe reports."""
+"""The analysis engine: a pure library that measures a model and returns JSON-safe reports.
 
+Its public names are declared once, in :data:`torchscan_lsp.contract.api.ENGINE_EXPORTS`.
+"""
+
+from torchscan_lsp.contract.api import ENGINE_EXPORTS
 from torchscan_lsp.engine.benchmarks import BenchmarkComparison, compare_benchmarks
 from torchscan_lsp.engine.compare import ReportDiff, compare_reports
 from torchscan_lsp.engine.crawler import crawl_module
@@ -18,29 +22,4 @@ from torchscan_lsp.engine.report import (
 from torchscan_lsp.engine.summary import summary
 from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
 
-__all__ = [
-    "crawl_module",
-    "summary",
-    "measure_flops",
-    "FlopReport",
-    "compare_reports",
-    "ReportDiff",
-    "AnalysisReport",
-    "LayerReport",
-    "MetricResult",
-    "Diagnostic",
-    "IncompleteAnalysisError",
-    "metric_result",
-    "measure_peak_memory",
-    "MemoryReport",
-    "measure_latency",
-    "BenchmarkReport",
-    "measure_layer_latency",
-    "LayerLatencyReport",
-    "compare_benchmarks",
-    "BenchmarkComparison",
-    "render_report",
-    "analyse_training_step",
-    "estimate_training_memory",
-    "measure_training_memory",
-]
+__all__ = list(ENGINE_EXPORTS)

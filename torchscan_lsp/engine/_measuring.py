@@ -3,8 +3,8 @@
 * :data:`MEASUREMENT_LOCK` serialises every measurement in the process: timings and allocator
   statistics are process-global, so two measurements must never overlap. It is re-entrant so that
   per-layer latency can hold it across its many timings.
-* :func:`measurement_context` is the execution context every measurement report carries (A.7, A.9:
-  the package version is looked up on every call, never cached).
+* :func:`measurement_context` is the execution context every measurement report carries
+  (docs/measurement.md; the package version is looked up on every call, never cached).
 * :func:`tensor_dtypes` lists the dtypes found in value metadata (``inputs.value_meta``).
 * Device helpers normalise a device, check that it can run work, name its hardware and synchronise
   it explicitly (on every supported PyTorch, without relying on ``torch.accelerator``).

@@ -1,4 +1,4 @@
-"""Checked comparison of two latency reports (spec §13.6, A.7).
+"""Checked comparison of two latency reports (docs/measurement.md).
 
 :func:`compare_benchmarks` first checks that the two :class:`~torchscan_lsp.engine.latency.BenchmarkReport`
 dicts measured comparable things — same device and device model, thread settings, input dtypes, work

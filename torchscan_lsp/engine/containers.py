@@ -1,4 +1,4 @@
-"""Work in a container's own ``forward`` is never silent (spec A.2).
+"""Work in a container's own ``forward`` is never silent (docs/metrics.md, "Module FLOPs and operator FLOPs").
 
 Module formulas count metric-leaf calls. An operator that runs while a *container* is the innermost
 active module — outside every child call — is work no formula sees: ``x + g·block(x)``, a residual
@@ -26,7 +26,8 @@ from typing import Any
 
 from torch.utils.flop_counter import flop_registry
 
-from torchscan_lsp.engine.report import STATUS_COMPLETE, Diagnostic, make_diagnostic, metric_result
+from torchscan_lsp.contract.metrics import aggregate, not_counted
+from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
 
 __all__ = ["is_work", "is_matmul_class", "container_diagnostics", "mark_partial"]
 
@@ -100,10 +101,10 @@ def container_diagnostics(escaped: dict[str, dict[str, int]]) -> tuple[list[Diag
 
 
 def mark_partial(totals: dict[str, Any], names: set[str]) -> None:
-    """Make each complete total in ``names`` partial, its value becoming the known lower bound."""
+    """Add a :func:`~torchscan_lsp.contract.metrics.not_counted` part to each total in ``names``:
+    by the contract's one rule a complete total becomes partial (its value the known lower bound),
+    a partial one stays partial and an unavailable one unavailable."""
     for name in names:
         total = totals.get(name)
-        if total is not None and total["status"] == STATUS_COMPLETE:
-            totals[name] = metric_result(
-                status="partial", known_value=total["value"], unit=total["unit"], scope=total["scope"], method=total["method"]
-            )
+        if total is not None:
+            totals[name] = aggregate([total, not_counted(total["unit"], total["scope"], total["method"])])

@@ -1,4 +1,4 @@
-"""Latency of a caller-controlled workload, and of each layer of a model (spec §13.5, A.7).
+"""Latency of a caller-controlled workload, and of each layer of a model (docs/measurement.md).
 
 :func:`measure_latency` times one zero-argument callable with ``torch.utils.benchmark.Timer``:
 
@@ -625,7 +625,7 @@ def measure_layer_latency(
     A call is ``unavailable``, with a ``reason`` and a ``layer_latency_unavailable`` diagnostic, when
     its inputs cannot be copied, when the module is stateful (BatchNorm in training mode, a call that
     changes parameters, buffers or attributes), when it draws random numbers, when its replay raises,
-    or on the meta device (A.8). ``totals.layer_latency_sum`` is ``complete`` only when every call was
+    or on the meta device. ``totals.layer_latency_sum`` is ``complete`` only when every call was
     measured (else ``partial`` with the sum of the measured ones as a lower bound);
     ``totals.model_latency`` is the whole forward timed by :func:`measure_latency`'s defaults — the
     two are separate numbers and differ by the work outside leaf calls and by per-call overhead.

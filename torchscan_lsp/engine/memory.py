@@ -1,4 +1,4 @@
-"""Peak memory of one owner-provided workload (spec §8, A.7).
+"""Peak memory of one owner-provided workload (docs/measurement.md).
 
 ``measure_peak_memory(workload, *, device)`` runs a zero-argument callable exactly once and reports
 the memory PyTorch tracked while it ran:
@@ -43,7 +43,8 @@ class _MemoryReportBase(TypedDict):
 
 
 class MemoryReport(_MemoryReportBase, total=False):
-    """What :func:`measure_peak_memory` returns (spec §8.5 plus A.7's version and context).
+    """What :func:`measure_peak_memory` returns (docs/measurement.md: the reference's fields plus a
+    version and a context).
 
     ``allocated_peak_bytes`` is present on CUDA and MPS only; ``peak_by_category`` on CPU only:
     the bytes of the timeline's peak point by the profiler's categories (``parameters``,

@@ -60,7 +60,7 @@ FUSED_KERNELS = frozenset(
         "aten.mkldnn_rnn_layer",
     )
 )
-#: What an analysis on the meta device cannot give, and why (spec A.8).
+#: What an analysis on the meta device cannot give, and why (docs/report-schema.md, `execution_path`).
 META_UNAVAILABLE = {
     "peak_memory": "The meta device holds no data and allocates no memory; measure peak memory on cpu, "
     "cuda or mps.",

@@ -5,6 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.format import unit_scale
+from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
+
 __all__ = [
     "HEADERS",
     "MAX_WIDTHS",
@@ -59,19 +63,6 @@ def wrap_string(s: str, max_len: int, delimiter: str = ".", wrap: str = "[...]",
     raise ValueError(f"mode must be 'end', 'mid' or None, got {mode!r}.")
 
 
-def unit_scale(val: float) -> tuple[float, str]:
-    """Scale ``val`` to the largest of T, G, M, k that keeps it at least 1, with that prefix."""
-    if val // 1e12 > 0:
-        return val / 1e12, "T"
-    if val // 1e9 > 0:
-        return val / 1e9, "G"
-    if val // 1e6 > 0:
-        return val / 1e6, "M"
-    if val // 1e3 > 0:
-        return val / 1e3, "k"
-    return val, ""
-
-
 def format_s(f_string: str, min_w: int | None = None, max_w: int | None = None) -> str:
     """Left-justify to ``min_w`` and truncate to ``max_w`` (each when it is an int)."""
     if isinstance(min_w, int):
@@ -81,39 +72,20 @@ def format_s(f_string: str, min_w: int | None = None, max_w: int | None = None) 
     return f_string
 
 
-def _meta_text(meta: dict[str, Any] | None) -> str:
-    if not isinstance(meta, dict):
-        return "object"
-    kind = meta.get("kind")
-    if kind == "tensor":
-        shape = meta.get("shape")
-        return str(tuple(shape)) if isinstance(shape, list) else "tensor"
-    if kind == "tuple":
-        return f"({', '.join(_meta_text(item) for item in meta.get('items', []))})"
-    if kind == "list":
-        return f"[{', '.join(_meta_text(item) for item in meta.get('items', []))}]"
-    if kind == "mapping":
-        return "{" + ", ".join(_meta_text(entry.get("value")) for entry in meta.get("items", [])) + "}"
-    return str(kind)
-
-
 def _rf_text(layer: dict[str, Any], name: str) -> str:
-    """A cumulative receptive-field cell: the value, ``>=N`` for a lower bound, ``?`` when unknown.
+    """A cumulative receptive-field cell: the value, ``≥N`` for a lower bound, ``?`` when unknown.
 
     Fractional values (strides and paddings after a transposed convolution) keep two decimals.
     """
     metric = layer.get("metrics", {}).get(name)
-    if not metric:
-        return "?"
-    partial = metric.get("status") != "complete"
-    value = metric.get("known_value") if partial else metric.get("value")
+    value = metric_value(metric)
     if value is None:
-        return "?"
+        return fmt.UNKNOWN
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
     else:
         text = str(value)
-    return f">={text}" if partial else text
+    return fmt.LOWER_BOUND.strip() + text if is_lower_bound(metric) else text
 
 
 def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> list[str]:
@@ -130,7 +102,7 @@ def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> li
     return [
         name,
         str(layer.get("type", "")),
-        _meta_text(layer.get("output")),
+        fmt.shape_text(layer.get("output")),
         f"{count:,}",
         train_text,
         _rf_text(layer, "receptive_field"),
@@ -161,22 +133,15 @@ def format_line_str(
 
 
 def _total_text(label: str, metric: dict[str, Any] | None, unit: str) -> str:
-    if not metric:
-        return f"{label}: unavailable"
-    partial = metric.get("status") != "complete"
-    value = metric.get("known_value") if partial else metric.get("value")
+    value = metric_value(metric)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{label}: unavailable"
-    scaled, prefix = unit_scale(value)
-    return f"{label}: {'known ' if partial else ''}{scaled:.2f} {prefix}{unit}"
+    # the reference's words: "known" marks a lower bound here
+    return f"{label}: {'known ' if is_lower_bound(metric) else ''}{fmt.fixed(value, unit)}"
 
 
 def _value(totals: dict[str, Any], name: str) -> int:
-    metric = totals.get(name) or {}
-    value = metric.get("value")
-    if value is None:
-        value = metric.get("known_value")
-    return int(value or 0)
+    return int(metric_value(totals.get(name)) or 0)
 
 
 def shown_layers(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,7 +240,8 @@ def format_diagnostics(diagnostics: list[dict[str, Any]], limit: int = 10, width
     Diagnostics that differ only in the metric they affect are one line naming those metrics; a
     ``container_work`` line keeps only the operators of its message. At
     most ``limit`` lines, then one saying how many more there are; each message is cut to
-    ``width`` characters. Empty when there are no diagnostics.
+    ``width`` characters at a word boundary, never inside a name. Empty when there are no
+    diagnostics.
     """
     merged: dict[tuple[str, str, str], list[str]] = {}
     for diag in diagnostics:
@@ -299,8 +265,7 @@ def format_diagnostics(diagnostics: list[dict[str, Any]], limit: int = 10, width
     lines = [f"Diagnostics ({len(merged)}): what is not counted, or counted only in part"]
     for (code, where, message), metrics in list(merged.items())[:limit]:
         affects = f" [{', '.join(metrics)}]" if metrics else ""
-        if len(message) > width:
-            message = message[: width - 1] + "…"
+        message = fmt.shorten(message, width)
         lines.append(f"  {code} {where}{affects}: {message}")
     rest = len(merged) - limit
     if rest > 0:

@@ -1,5 +1,5 @@
 """Token dependencies: which query/target positions of an attention call depend on which key-value/source
-positions (spec A.6), recorded instead of a spatial receptive field.
+positions (docs/report-schema.md, `token_dependencies`), recorded instead of a spatial receptive field.
 
 A record (layer key ``token_dependencies``, documented in docs/report-schema.md)::
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.contract.metrics import aggregate
 from torchscan_lsp.engine.report import (
     EXECUTION_MODE,
     METHOD_MODULE_FORMULA,
@@ -89,21 +90,10 @@ def model_totals(
 
 
 def aggregate_metric(metrics: Iterable[MetricResult | dict[str, Any]], unit: str) -> MetricResult:
-    """Sum layer metrics into a ``forward`` total.
-
-    All complete: complete sum. Otherwise, with at least one known number: partial, the sum of the
-    known numbers as a lower bound. No layer, or nothing known: unavailable.
-    """
-    metrics = list(metrics)
-    common = {"unit": unit, "scope": "forward", "method": METHOD_MODULE_FORMULA}
-    if not metrics:
-        return metric_result(status="unavailable", **common)
-    if all(m["status"] == STATUS_COMPLETE for m in metrics):
-        return metric_result(status="complete", value=sum(m["value"] for m in metrics), **common)
-    known = [m["known_value"] for m in metrics if m.get("known_value") is not None]
-    if known:
-        return metric_result(status="partial", known_value=sum(known), **common)
-    return metric_result(status="unavailable", **common)
+    """Sum layer metrics into a ``forward`` module-formula total with the contract's one rule
+    (:func:`torchscan_lsp.contract.metrics.aggregate`): all complete, a complete sum; something
+    known, a partial lower bound; nothing, unavailable."""
+    return aggregate(metrics, unit=unit, scope="forward", method=METHOD_MODULE_FORMULA)
 
 
 def forward_totals(

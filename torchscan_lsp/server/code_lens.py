@@ -1,29 +1,18 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency" and "Measure memory". Command names and arguments are those of docs/architecture.md."""
+"Measure latency" and "Measure memory". Command names and arguments are those of docs/server.md."""
 
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.state import TargetState
-
-REANALYZE = "torchscan.reanalyze"
-SHOW_REPORT = "torchscan.showReport"
-MEASURE_LATENCY = "torchscan.measureLatency"
-MEASURE_MEMORY = "torchscan.measureMemory"
-
-
-def model_latency(state: TargetState) -> dict | None:
-    """The whole model's measured latency (a metric in seconds) from the last "Measure latency":
-    the latency report's ``latency``, else the per-layer report's ``model_latency``."""
-    for kind, name in (("latency", "latency"), ("layer_latency", "model_latency")):
-        report = state.measurements.get(kind)
-        metric = report.get("totals", {}).get(name) if isinstance(report, dict) else None
-        if labels.metric_value(metric) is not None:
-            return metric
-    return None
+from torchscan_lsp.session.measurements import model_latency
+from torchscan_lsp.session.state import TargetState
 
 
 def summary_title(state: TargetState) -> str:
@@ -39,7 +28,7 @@ def summary_title(state: TargetState) -> str:
     title = labels.totals_label(state.view.totals)
     latency = model_latency(state)
     if latency is not None:
-        title += labels.SEPARATOR + labels.latency(latency)
+        title += fmt.SEPARATOR + fmt.metric_text(latency, "seconds")
     if state.running:
         return title + " (updating…)"
     if state.error is not None or state.stale:
@@ -53,21 +42,21 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
     for state in states:
         range_ = lines.statement(state.line)
         args = [uri, state.key.name]
-        summary_command = SHOW_REPORT if state.view is not None else REANALYZE
-        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYZE),
+        summary_command = SHOW_REPORT if state.view is not None else REANALYSE
+        for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYSE),
                                ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY),
                                ("Measure memory", MEASURE_MEMORY)):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/codeLens`` (answered from the store, on the event loop)."""
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+    def code_lens(ls: Editor, params: types.CodeLensParams) -> list[types.CodeLens]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
-        states = ls.analyzer.store.states_in(document.root, document.rel)
+        states = ls.session.store.states_in(document.root, document.rel)
         return build_code_lenses(params.text_document.uri, ls.lines(document), states)

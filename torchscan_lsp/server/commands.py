@@ -1,4 +1,4 @@
-"""Workspace commands (docs/architecture.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
+"""Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
 ``torchscan.measureLatency`` and ``torchscan.measureMemory``.
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
@@ -11,7 +11,6 @@ an error that carries its message only.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -21,10 +20,11 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
-from pygls.uris import from_fs_path
+from pygls.lsp.server import LanguageServer
 
-from torchscan_lsp.server.code_lens import MEASURE_LATENCY, MEASURE_MEMORY, REANALYZE, SHOW_REPORT
-from torchscan_lsp.worker import client as worker_client
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
+from torchscan_lsp.session.state import Document, TargetState
 
 
 def reports_dir(root: str) -> Path:
@@ -47,11 +47,11 @@ class CommandError(JsonRpcInvalidParams):
     (code -32602), where any other exception would also carry the server's traceback."""
 
 
-def _states(ls, uri: str, name: str | None):
+def _states(ls: Editor, uri: str, name: str | None) -> tuple[Document, list[TargetState]]:
     document = ls.document(uri)
     if document is None:
         raise CommandError(f"{uri} is not open in the torchscan server")
-    states = ls.analyzer.store.states_in(document.root, document.rel)
+    states = ls.session.store.states_in(document.root, document.rel)
     if name is not None:
         states = [s for s in states if s.key.name == name]
         if not states:
@@ -59,66 +59,59 @@ def _states(ls, uri: str, name: str | None):
     return document, states
 
 
-def _message(ls, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
-    ls.window_show_message(types.ShowMessageParams(type=kind, message=text))
-
-
-async def _measure(ls, uri: str, name: str, measure: list[str]) -> dict | None:
+async def _measure(ls: Editor, uri: str, name: str, measure: list[str]) -> dict | None:
     document, states = _states(ls, uri, name)
-    ls.analyzer.analyse(document, [name], measure=measure, use_cache=False)
-    task = ls.analyzer.scheduler.task(states[0].key)
-    if task is not None:
-        await asyncio.gather(task, return_exceptions=True)
+    ls.session.analyse(document, [name], measure=measure, use_cache=False)
     state = states[0]
+    await ls.session.finished(state)
     if state.error is not None:
-        _message(ls, f"torchscan: measuring {name} failed; see the diagnostics")
+        ls.show_message(f"torchscan: measuring {name} failed; see the diagnostics")
     return {kind: state.measurements.get(kind) for kind in measure if kind in state.measurements} or None
 
 
-def register(server) -> None:
+async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
+    document, states = _states(ls, uri, name)
+    state = states[0]
+    if state.view is None:
+        ls.show_message(f"torchscan: {name} has no report yet")
+        return None
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{document.rel}-{name}")
+    try:
+        json_path = reports_dir(document.root) / f"{stem}.json"
+        json_path.write_text(json.dumps(state.view.report, indent=2), encoding="utf-8")
+    except OSError as error:  # the message is the answer; the traceback stays in the log
+        raise JsonRpcInternalError(f"torchscan could not write the report: {error}") from error
+    shown = json_path
+    if fmt == "html":
+        html_path = json_path.with_suffix(".html")
+        rendered = await ls.session.render_html(state, str(html_path))
+        if rendered.get("ok") and html_path.exists():
+            shown = html_path
+        else:
+            message = (rendered.get("error") or {}).get("message", "")
+            ls.show_message(f"torchscan: could not render HTML ({message}); showing the JSON report",
+                            types.MessageType.Info)
+    await ls.show_document(str(shown), external=shown.suffix == ".html")
+    return str(shown)
+
+
+def register(server: LanguageServer) -> None:
     """Register the four commands."""
 
-    @server.command(REANALYZE)
-    def reanalyze(ls, uri: str, *rest: Any) -> None:
+    @server.command(REANALYSE)
+    def reanalyse(ls: Editor, uri: str, *rest: Any) -> None:
         name = rest[0] if rest and isinstance(rest[0], str) else None
         document, states = _states(ls, uri, name)
-        ls.analyzer.analyse(document, [s.key.name for s in states], use_cache=False)
+        ls.session.analyse(document, [s.key.name for s in states], use_cache=False)
 
     @server.command(SHOW_REPORT)
-    async def show_report(ls, uri: str, name: str, *rest: Any) -> str | None:
-        fmt = rest[0] if rest and rest[0] in ("html", "json") else "html"
-        document, states = _states(ls, uri, name)
-        state = states[0]
-        if state.view is None:
-            _message(ls, f"torchscan: {name} has no report yet")
-            return None
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{document.rel}-{name}")
-        try:
-            json_path = reports_dir(document.root) / f"{stem}.json"
-            json_path.write_text(json.dumps(state.view.report, indent=2), encoding="utf-8")
-        except OSError as error:  # the message is the answer; the traceback stays in the log
-            raise JsonRpcInternalError(f"torchscan could not write the report: {error}") from error
-        shown = json_path
-        if fmt == "html":
-            html_path = json_path.with_suffix(".html")
-            rendered = await worker_client.render_html(state.view.report, str(html_path), document.root,
-                                                       measurements=state.measurements,
-                                                       python=ls.analyzer.settings.python)
-            if rendered.get("ok") and html_path.exists():
-                shown = html_path
-            else:
-                message = (rendered.get("error") or {}).get("message", "")
-                _message(ls, f"torchscan: could not render HTML ({message}); showing the JSON report", types.MessageType.Info)
-        show = ls.client_capabilities.window
-        if show is not None and show.show_document is not None and show.show_document.support:
-            await ls.window_show_document_async(types.ShowDocumentParams(
-                uri=from_fs_path(str(shown)), external=shown.suffix == ".html", take_focus=True))
-        return str(shown)
+    async def show_report(ls: Editor, uri: str, name: str, *rest: Any) -> str | None:
+        return await _show_report(ls, uri, name, rest[0] if rest and rest[0] in ("html", "json") else "html")
 
     @server.command(MEASURE_LATENCY)
-    async def measure_latency(ls, uri: str, name: str) -> dict | None:
+    async def measure_latency(ls: Editor, uri: str, name: str) -> dict | None:
         return await _measure(ls, uri, name, ["latency", "layer_latency"])
 
     @server.command(MEASURE_MEMORY)
-    async def measure_memory(ls, uri: str, name: str) -> dict | None:
+    async def measure_memory(ls: Editor, uri: str, name: str) -> dict | None:
         return await _measure(ls, uri, name, ["memory"])

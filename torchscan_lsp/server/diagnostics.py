@@ -16,50 +16,15 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import error_message, untrusted_message
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.state import TargetState
+from torchscan_lsp.session.state import TargetState
 
 SOURCE = "torchscan"
 
-# How a user of each editor allows execution, by the client's name (``clientInfo.name``, lower
-# case): the shipped Neovim and Emacs configurations take the setting under names of their own.
-_HOW_TO_ALLOW = {
-    "neovim": "Neovim has no workspace trust: set allow_execution = true in require('torchscan').setup{...} "
-              "(the server setting torchscan.allowExecution)",
-    "emacs": "Emacs has no workspace trust: set the variable torchscan-allow-execution to t "
-             "(the server setting torchscan.allowExecution)",
-}
-_HOW_TO_ALLOW["eglot"] = _HOW_TO_ALLOW["emacs"]
-_SETTING_NAMES = {"neovim": "allow_execution", "emacs": "torchscan-allow-execution", "eglot": "torchscan-allow-execution"}
-_GENERIC_ALLOW = ("Trust the workspace in your editor, or set torchscan.allowExecution to true "
-                  "(Neovim plugin: allow_execution = true; Emacs: torchscan-allow-execution)")
-
-
-def allow_setting(client: str | None = None) -> str:
-    """The name under which the user of ``client`` allows execution (short, for a status line)."""
-    return _SETTING_NAMES.get((client or "").lower(), "torchscan.allowExecution")
-
-
-def untrusted_message(client: str | None = None) -> str:
-    """Why a target was not analysed, and how the user of ``client`` (the name the client gave
-    in ``initialize``; ``None`` when unknown) allows it."""
-    how = _HOW_TO_ALLOW.get((client or "").lower(), _GENERIC_ALLOW)
-    return f"torchscan does not run code of an untrusted workspace, so this target was not analysed. {how}."
-
-_ERROR_ADVICE = {
-    "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
-    "options": "the target's options are not valid; fix the pragma or decorator",
-    "factory": "the factory raised while building the model",
-    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension), "
-               "dtype and device, or return (model, args) from the factory",
-    "result": "the factory did not return a model",
-    "strict": "strict mode refused an incomplete analysis; count what is missing or drop strict=True",
-    "timeout": "the analysis did not finish in time",
-    "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
-    "crash": "the worker process crashed",
-    "cancelled": "the analysis was cancelled",
-}
 
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
@@ -81,17 +46,6 @@ def problem_diagnostics(lines: Lines, problems: Iterable[Any]) -> list[types.Dia
                     _SEVERITY.get(str(p.severity).lower(), types.DiagnosticSeverity.Error), "target-problem")
         for p in problems
     ]
-
-
-def error_message(state: TargetState) -> str:
-    """The message of a failed analysis: target, what went wrong, the exception, what to change."""
-    error = (state.error or {}).get("error") or {}
-    kind = error.get("kind") or "crash"
-    exception = f"{error['type']}: {error.get('message', '')}" if error.get("type") else error.get("message", "")
-    message = f"{state.key.name}: {_ERROR_ADVICE.get(kind, kind)}: {exception}".rstrip(": ")
-    if state.view is not None:
-        message += " (the hints shown are from the last successful analysis, marked stale)"
-    return message
 
 
 def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
@@ -217,12 +171,12 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
     return list(unique.values())
 
 
-def register_pull(server) -> None:
+def register_pull(server: LanguageServer) -> None:
     """Offer pulled diagnostics (``textDocument/diagnostic``), served from the same builder."""
 
     @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC,
                     types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False))
-    def pull(ls, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
+    def pull(ls: Editor, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
         document = ls.document(params.text_document.uri)
         items = [] if document is None else ls.diagnostics_for(document)
         return types.FullDocumentDiagnosticReport(items=items)

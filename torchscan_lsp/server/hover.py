@@ -7,13 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
-from torchscan_lsp.server.code_lens import model_latency
-from torchscan_lsp.server.diagnostics import error_message, untrusted_message
-from torchscan_lsp.server.inlay_hints import STALE_NOTE, outermost
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.state import TargetState
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
+from torchscan_lsp.session.measurements import model_latency
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.state import TargetState
 
 TOP_MODULES = 5
 MAX_PATHS = 8
@@ -25,27 +28,20 @@ _TOTAL_ROWS = (
 )
 
 
-def _metric_cell(metric: dict | None, unit: str) -> str:
-    if unit == "bytes":
-        value = labels.metric_value(metric)
-        return "?" if value is None else labels.byte_size(value)
-    return labels.metric(metric, unit)
-
-
 def totals_table(view: ResultView) -> str:
     """Markdown table of a report's totals: value, status and method of each."""
     rows = ["| total | value | status | method |", "| --- | --- | --- | --- |"]
     for name, unit in _TOTAL_ROWS:
         metric = view.totals.get(name)
         if metric:
-            rows.append(f"| {name} | {_metric_cell(metric, unit)} | {metric.get('status')} | {metric.get('method')} |")
+            rows.append(f"| {name} | {fmt.metric_text(metric, unit)} | {metric.get('status')} | {metric.get('method')} |")
     return "\n".join(rows)
 
 
 def top_modules(view: ResultView, count: int = TOP_MODULES) -> str:
     """Markdown table of the ``count`` leaf module calls with the most module-formula FLOPs."""
     leaves = [layer for layer in view.layers if "module_flops" in layer.get("metrics", {})]
-    leaves.sort(key=lambda layer: -(labels.metric_value(layer["metrics"]["module_flops"]) or 0))
+    leaves.sort(key=lambda layer: -(metric_value(layer["metrics"]["module_flops"]) or 0))
     if not leaves:
         return ""
     rows = ["| module | type | FLOPs | output |", "| --- | --- | --- | --- |"]
@@ -53,7 +49,7 @@ def top_modules(view: ResultView, count: int = TOP_MODULES) -> str:
         name = layer["path"] or "(root)"
         if layer.get("call_index"):
             name += f" (call {layer['call_index']})"
-        rows.append(f"| `{name}` | {layer['type']} | {labels.metric(layer['metrics']['module_flops'], 'FLOPs')} "
+        rows.append(f"| `{name}` | {layer['type']} | {fmt.metric_text(layer['metrics']['module_flops'], 'FLOPs')} "
                     f"| {labels.shape(layer.get('output'))} |")
     return "**Top modules by FLOPs**\n\n" + "\n".join(rows)
 
@@ -76,11 +72,11 @@ def target_card(state: TargetState, client: str | None = None) -> str:
             parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
     memory = state.measurements.get("memory")
     if isinstance(memory, dict) and isinstance(memory.get("delta_bytes"), int):
-        parts.append(f"Peak memory: {labels.byte_size(memory['delta_bytes'])} above the baseline "
-                     f"(peak {labels.byte_size(memory.get('peak_bytes', 0))}, {memory.get('metric', '')} on {memory.get('device')})")
+        parts.append(f"Peak memory: {fmt.byte_size(memory['delta_bytes'])} above the baseline "
+                     f"(peak {fmt.byte_size(memory.get('peak_bytes', 0))}, {memory.get('metric', '')} on {memory.get('device')})")
     latency = model_latency(state)
     if latency is not None:
-        parts.append(f"Latency: {labels.latency(latency)} per call ({latency.get('status')}, {latency.get('method')})")
+        parts.append(f"Latency: {fmt.metric_text(latency, 'seconds')} per call ({latency.get('status')}, {latency.get('method')})")
     return "\n\n".join(p for p in parts if p)
 
 
@@ -95,8 +91,8 @@ def _rf_text(layer: dict) -> str:
         return ""
     if rf.get("status") != "complete":
         return "receptive field: unavailable"
-    stride = labels.metric_value(metrics.get("effective_stride"))
-    padding = labels.metric_value(metrics.get("effective_padding"))
+    stride = metric_value(metrics.get("effective_stride"))
+    padding = metric_value(metrics.get("effective_padding"))
     return f"receptive field: {rf.get('value')} (stride {stride}, padding {padding})"
 
 
@@ -110,14 +106,14 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     parts.append("Paths: " + ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
     parts.append(
         f"Parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable, {summary['frozen']:,} frozen, "
-        f"{labels.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
+        f"{fmt.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
     )
     inputs = first.get("input", {}).get("args") or []
     parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
                  + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
     rows = ["| work | value | status | method |", "| --- | --- | --- | --- |"]
     for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
-        rows.append(f"| {name} | {labels.metric(summary[name], unit)} | {summary[name]['status']} | torchscan_module_formula |")
+        rows.append(f"| {name} | {fmt.metric_text(summary[name], unit)} | {summary[name]['status']} | {summary[name]['method']} |")
     parts.append("\n".join(rows))
     sites = view.call_sites(paths)
     operators = [op for site in sites for op in (view.line(*site).operators if view.line(*site) else [])]
@@ -142,7 +138,7 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
     rows = ["| operator | calls | FLOPs |", "| --- | --- | --- |"]
     for op in sorted(operators, key=lambda o: -(o.get("flops") or 0))[:12]:
         if op.get("flops") is not None:
-            flops = labels.number(op["flops"], "FLOPs")
+            flops = fmt.number(op["flops"], "FLOPs")
         elif op.get("operator") in ignored:
             flops = f"ignored: {ignored[op['operator']].get('reason', '')}".rstrip(": ")
         else:
@@ -182,16 +178,16 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
     return None
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/hover`` (answered from the store, on the event loop)."""
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls, params: types.HoverParams) -> types.Hover | None:
+    def hover(ls: Editor, params: types.HoverParams) -> types.Hover | None:
         document = ls.document(params.text_document.uri)
         if document is None:
             return None
         lines = ls.lines(document)
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client_name)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client.name)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

@@ -9,17 +9,17 @@ hint ends with :data:`STALE_MARK`.
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.server.results import ResultView, aggregate
-from torchscan_lsp.server.settings import InlayHintSettings
-from torchscan_lsp.server.state import TargetState
-
-STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
-STALE_MARK = " (stale)"
-"""Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
-
+from torchscan_lsp.session.measurements import layer_latency
+from torchscan_lsp.session.results import ResultView, outermost
+from torchscan_lsp.session.settings import InlayHintSettings
+from torchscan_lsp.session.state import TargetState
 
 def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
     parts = [STALE_NOTE] if state.stale or state.error is not None else []
@@ -41,7 +41,7 @@ def totals_tooltip(view: ResultView) -> str:
                        ("macs", "MACs"), ("dmas", "DMAs")):
         metric = view.totals.get(name)
         if metric:
-            rows.append(f"- {name}: {labels.metric(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
+            rows.append(f"- {name}: {fmt.metric_text(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
     return "\n".join(rows)
 
 
@@ -53,26 +53,17 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
-    label = labels.SEPARATOR.join([labels.params(summary["parameters"]), labels.metric(summary["module_flops"], "FLOPs")])
+    label = fmt.SEPARATOR.join([fmt.params(summary["parameters"]), fmt.metric_text(summary["module_flops"], "FLOPs")])
     types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
-        label = f"{count}{labels.SEPARATOR}{label}"
+        label = f"{count}{fmt.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
-               f"- module FLOPs: {labels.metric(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
-               f"- MACs: {labels.metric(summary['macs'], 'MACs')} ({summary['macs']['status']})")
+               f"- module FLOPs: {fmt.metric_text(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
+               f"- MACs: {fmt.metric_text(summary['macs'], 'MACs')} ({summary['macs']['status']})")
     return label, tooltip
-
-
-def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The calls (in order) whose module is not inside another module called from the same line:
-    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
-    ``stage1``'s output."""
-    paths = {path for path, _ in calls}
-    return [(path, index) for path, index in calls
-            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]
 
 
 def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, str]:
@@ -81,19 +72,6 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
     label = labels.shape_label(last.get("output"))
     shown = "\n".join(f"- `{p or '(root)'}` call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
-
-
-def layer_latency(state: TargetState, paths: list[str]) -> dict | None:
-    """Summed per-layer latency (a metric in seconds) of the module calls under ``paths``, from
-    the target's last "Measure latency" (``measurements.layer_latency``); ``None`` without one."""
-    report = state.measurements.get("layer_latency")
-    if not isinstance(report, dict) or not report.get("layers"):
-        return None
-    prefixes = tuple(p + "." for p in paths if p)
-    records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
-    if not records:
-        return None
-    return aggregate((r.get("metrics", {}).get("latency") for r in records), "seconds")
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
@@ -127,7 +105,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
                 label, tip = module_label(view, defined)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
-                add(line, "latency", lambda: _hint(lines, line, labels.latency(measured), None, _tooltip(
+                add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
@@ -135,7 +113,7 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
     return hints
 
 
-def register(server) -> None:
+def register(server: LanguageServer) -> None:
     """Register ``textDocument/inlayHint`` (answered from the store, on the event loop)."""
 
     # The hints of a document only change with its text, its states' results and the settings:
@@ -143,16 +121,16 @@ def register(server) -> None:
     built: dict[str, tuple[tuple, list[types.InlayHint]]] = {}
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    def inlay_hint(ls, params: types.InlayHintParams) -> list[types.InlayHint]:
+    def inlay_hint(ls: Editor, params: types.InlayHintParams) -> list[types.InlayHint]:
         document = ls.document(params.text_document.uri)
         if document is None:
             return []
         states = ls.states_for(document)
-        version = (hash(document.text), ls.analyzer.settings.inlayHints,
+        version = (hash(document.text), ls.session.settings.inlayHints,
                    tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.analyzer.settings.inlayHints))
+                document.rel, ls.lines(document), states, ls.session.settings.inlayHints))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]

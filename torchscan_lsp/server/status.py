@@ -11,20 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
 from lsprotocol import types
 
 from torchscan_lsp.server import labels
-from torchscan_lsp.server.diagnostics import allow_setting, error_message
-from torchscan_lsp.server.state import TargetState
-
-if TYPE_CHECKING:
-    from torchscan_lsp.server.app import TorchscanServer
+from torchscan_lsp.server.features import ClientFacts
+from torchscan_lsp.server.messages import STATUS_METHOD, allow_setting, error_message
+from torchscan_lsp.session.state import TargetState
 
 log = logging.getLogger(__name__)
 
-STATUS_METHOD = "torchscan/status"
 _ORDER = ("running", "failed", "untrusted", "stale", "done", "idle")
 
 
@@ -53,20 +50,25 @@ class Progress:
     """Reports work-done progress for running jobs and sends status notifications.
 
     Args:
-        server: the language server (its client capabilities decide whether progress is sent).
+        progress: pygls' work-done progress manager of the connection.
+        notify: sends a notification (``method``, ``params``) to the client.
+        client: returns the client's capabilities (resolved at ``initialize``): progress is
+            shown only to clients that show it, and the status message names the setting the
+            client's user changes.
     """
 
-    def __init__(self, server: "TorchscanServer") -> None:
-        self.server = server
+    def __init__(self, progress: Any, notify: Callable[[str, Any], Any], client: Callable[[], ClientFacts]) -> None:
+        self.progress = progress
+        self.notify = notify
+        self.client = client
 
     def job_started(self, state: TargetState, task: asyncio.Task) -> None:
         """Begin a cancellable progress for ``task`` when the client supports work-done progress."""
-        window = self.server.client_capabilities.window
-        if window is not None and window.work_done_progress:
+        if self.client().work_done_progress:
             asyncio.ensure_future(self._track(state, task))
 
     async def _track(self, state: TargetState, task: asyncio.Task) -> None:
-        progress = self.server.work_done_progress
+        progress = self.progress
         token = f"torchscan-{uuid.uuid4()}"
         try:
             await progress.create_async(token)
@@ -92,5 +94,5 @@ class Progress:
 
     def send_status(self, uri: str, states: list[TargetState]) -> None:
         """Send ``torchscan/status`` for the file at ``uri``."""
-        word, message = file_status(states, self.server.client_name)
-        self.server.protocol.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})
+        word, message = file_status(states, self.client().name)
+        self.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})

@@ -21,15 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from torchscan_lsp.server.state import content_hash, relative
-
-if TYPE_CHECKING:
-    from torchscan_lsp.server.app import TorchscanServer
+from torchscan_lsp.server.features import Editor
+from torchscan_lsp.session.state import content_hash, relative
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +57,10 @@ class WorkspaceWatcher:
     """Watches the folders the server's targets depend on; re-analyses on changes.
 
     Args:
-        server: the language server (its analyzer, roots and notifications).
+        server: the language server (its session and notifications).
     """
 
-    def __init__(self, server: "TorchscanServer") -> None:
+    def __init__(self, server: Editor) -> None:
         self.server = server
         self.observer: Any = None
         self.watches: dict[str, Any] = {}
@@ -99,7 +97,7 @@ class WorkspaceWatcher:
     def wanted_folders(self) -> set[str]:
         """Folders to watch: of tracked documents, of files the targets' results imported, and the
         workspace roots."""
-        store = self.server.analyzer.store
+        store = self.server.session.store
         folders = {str(Path(d.path).parent) for d in store.documents.values()}
         folders |= {d.root for d in store.documents.values()}
         for state in store.targets.values():
@@ -137,31 +135,31 @@ class WorkspaceWatcher:
 
     def changed(self, path: str) -> None:
         """Handle a change on disk of the file at ``path`` (see the module's docstring)."""
-        server, analyzer = self.server, self.server.analyzer
+        server, session = self.server, self.server.session
         if Path(path).name == "pyproject.toml":
-            analyzer.forget_workspace_defaults()
+            session.forget_workspace_config()
             server.apply_settings()
-            analyzer.reanalyse_all()
+            session.reanalyse_all()
             return
         resolved = str(Path(path).resolve())
         try:
             disk = Path(resolved).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             disk = None
-        document = analyzer.store.documents.get(resolved)
+        document = session.store.documents.get(resolved)
         if document is not None:
             clean = content_hash(document.text) == document.saved_hash
             if disk is None or not clean or content_hash(disk) == document.saved_hash:
                 return
-            analyzer.open(resolved, document.root, disk, saved=True)
-            server.states_changed(analyzer.store.states_in(document.root, document.rel),
+            session.open(resolved, document.root, disk, saved=True)
+            server.states_changed(session.store.states_in(document.root, document.rel),
                                   {(document.root, document.rel)})
-            analyzer.analyse_saved(resolved)
+            session.analyse_saved(resolved)
             return
-        for state in list(analyzer.store.targets.values()):
+        for state in list(session.store.targets.values()):
             rel = relative(resolved, state.key.root)
             if rel is None or state.view is None or rel not in (state.view.result.get("imported_files") or []):
                 continue
-            owner = analyzer.store.documents.get(str(Path(state.key.root, state.key.file)))
+            owner = session.store.documents.get(str(Path(state.key.root, state.key.file)))
             if owner is not None:
-                analyzer.analyse(owner, [state.key.name])
+                session.analyse(owner, [state.key.name])

@@ -28,6 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.worker.limits import die_with_parent
 
 
@@ -66,13 +67,8 @@ def write_result(path: str, result: dict[str, Any]) -> None:
 
 def _crash(target: Any, error: BaseException) -> dict[str, Any]:
     """A ``crash`` result for an exception that escaped the runner."""
-    return {
-        "ok": False,
-        "target": target,
-        "error": {"kind": "crash", "type": type(error).__name__,
-                  "message": f"the worker failed: {type(error).__name__}: {error}", "file": None, "line": None},
-        "imported_files": [],
-    }
+    return dict(failure(target, "crash", f"the worker failed: {type(error).__name__}: {error}",
+                        type_name=type(error).__name__))
 
 
 def run_job_file(job_path: str) -> dict[str, Any]:

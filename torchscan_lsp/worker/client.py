@@ -24,9 +24,10 @@ from typing import Any, Mapping
 
 import torchscan_lsp
 from torchscan_lsp.worker import pool
-from torchscan_lsp.worker.supervisor import LOG_TAIL_CHARS, failure, kill_group, outcome, supervise
+from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.worker.supervisor import LOG_TAIL_CHARS, kill_group, outcome, supervise
 
-__all__ = ["LOG_TAIL_CHARS", "failure", "run", "render_html"]
+__all__ = ["LOG_TAIL_CHARS", "run", "render_html"]
 
 _PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
 
@@ -68,17 +69,15 @@ async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: f
                         memory_mb=memory_mb, warm=True)
 
 
-async def render_html(report: Mapping[str, Any], html_path: str, workspace_root: str, *,
-                      measurements: Mapping[str, Any] | None = None, python: str | None = None,
+async def render_html(job: Mapping[str, Any], html_path: str, *, python: str | None = None,
                       timeout_s: float = 60.0) -> dict:
-    """Render an analysis report (with its latency, per-layer latency and memory measurements,
-    when given) as one offline HTML file at ``html_path``, in a worker process.
+    """Render the analysis report of a rendering job (:func:`torchscan_lsp.contract.messages.render_job`:
+    the report and the measurements to attach) as one offline HTML file at ``html_path``, in a
+    worker process.
 
     Returns ``{"ok": true, "path": html_path}`` or a failure object (kinds as in :func:`run`;
     ``crash`` also when the renderer is missing or raised, with its message).
     """
-    job = {"workspace_root": workspace_root, "target": None, "report": report,
-           "measurements": dict(measurements or {})}
     return await _spawn(job, ["--render-html", "{job}", html_path, "--result", "{result}"],
                         python=python, timeout_s=timeout_s)
 
@@ -122,7 +121,7 @@ async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None,
             try:
                 process = await _start_cold(root, python, argv, log_path)
             except OSError as error:
-                return failure(job, "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
+                return failure(job.get("target"), "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
         try:
             status, limit = await supervise(process, timeout_s=timeout_s, memory_mb=memory_mb)
         finally:

@@ -25,9 +25,9 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import torchscan_lsp
+from torchscan_lsp.contract.messages import WarmEvent, WarmRequest
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class WarmParent:
         expected = False
         try:
             while line := await process.stdout.readline():
-                event = json.loads(line)
+                event: WarmEvent = json.loads(line)
                 request = event.get("id")
                 if event.get("event") == "started" and request in self._started:
                     self._started.pop(request).set_result(event["pid"])
@@ -158,7 +158,7 @@ class WarmParent:
             log.log(logging.INFO if expected else logging.WARNING, "warm worker for %s stopped (status %s)",
                     self.python, process.returncode)
 
-    async def fork(self, request: dict[str, Any]) -> WarmJob:
+    async def fork(self, request: WarmRequest) -> WarmJob:
         """Ask the warm parent to fork a child for ``request`` (see :mod:`.zygote`).
 
         Raises:
@@ -202,7 +202,7 @@ class WarmParent:
 _parents: dict[str, WarmParent] = {}
 
 
-async def start_job(python: str, request: dict[str, Any]) -> WarmJob | None:
+async def start_job(python: str, request: WarmRequest) -> WarmJob | None:
     """Start a job in a child of ``python``'s warm parent (started or restarted on demand).
 
     ``request`` holds ``job``, ``result`` and ``log`` (paths), ``cwd`` and ``memory_mb``. Returns
@@ -234,11 +234,6 @@ async def prewarm(python: str) -> bool:
         return False
     parent = _parents.setdefault(python, WarmParent(python))
     return await parent.ensure_started()
-
-
-def warm_parent_pids() -> list[int]:
-    """Process ids of the running warm parents (for tests and diagnostics)."""
-    return [p.process.pid for p in _parents.values() if p.alive]
 
 
 def shutdown() -> None:

@@ -22,6 +22,7 @@ import signal
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
+from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.worker.limits import memory_message, rss_bytes, timeout_message
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
@@ -48,25 +49,6 @@ class JobProcess(Protocol):
 
     async def wait(self) -> int | None:
         """Wait for the process to end; its exit status."""
-
-
-def failure(job: Mapping[str, Any], kind: str, message: str, *, log_tail: str = "",
-            location: tuple[str, int] | None = None) -> dict:
-    """A failed result for ``job`` (schema in docs/architecture.md).
-
-    ``kind`` is one of ``timeout``, ``memory``, ``crash``, ``cancelled``, ...; ``location`` is the
-    workspace file and line to blame, when known (else the server uses the target's own line).
-    """
-    file, line = location or (None, None)
-    result = {
-        "ok": False,
-        "target": job.get("target"),
-        "error": {"kind": kind, "type": None, "message": message, "file": file, "line": line},
-        "imported_files": [],
-    }
-    if log_tail:
-        result["log_tail"] = log_tail
-    return result
 
 
 def kill_group(pid: int) -> None:
@@ -145,16 +127,17 @@ def outcome(job: Mapping[str, Any], status: int | None, limit: str | None, *, re
     log_tail = text[-LOG_TAIL_CHARS:]
     if log_tail:
         log.info("output of the analysis of %s (last %d characters):\n%s", job.get("target"), len(log_tail), log_tail)
-    location = last_stack_location(text, str(job.get("workspace_root") or "/"))
+    file, line = last_stack_location(text, str(job.get("workspace_root") or "/")) or (None, None)
+    located = {"file": file, "line": line, "log_tail": log_tail}
     if limit == "timeout":
-        return failure(job, "timeout", timeout_message(timeout_s), log_tail=log_tail, location=location)
+        return failure(job.get("target"), "timeout", timeout_message(timeout_s), **located)
     if limit == "memory":
-        return failure(job, "memory", memory_message(memory_mb or 0), log_tail=log_tail, location=location)
+        return failure(job.get("target"), "memory", memory_message(memory_mb or 0), **located)
     try:
         result = json.loads(result_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         message = f"the worker process ended without a result ({_ended(status)})"
-        return failure(job, "crash", message, log_tail=log_tail, location=location)
+        return failure(job.get("target"), "crash", message, **located)
     error = result.get("error") if isinstance(result, dict) else None
     if isinstance(error, dict) and not error.get("file"):
         # An exception that escaped the runner (a KeyboardInterrupt, say) has no location of its

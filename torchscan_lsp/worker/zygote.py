@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from torchscan_lsp.contract.messages import WarmRequest
 from torchscan_lsp.worker.limits import cap_address_space, die_with_parent, is_out_of_memory, memory_message
 
 LOG_KEEP_BYTES = 64 * 1024
@@ -159,7 +160,7 @@ class _Child:
             self.dropped += excess
 
 
-def _run_child(request: dict, output_fd: int, inherited: list[int], parent: int) -> None:
+def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int) -> None:
     """The forked child: isolate, run the job, write its result; never returns."""
     status = 70
     try:
@@ -256,7 +257,7 @@ class Zygote:
                 self._start(json.loads(line))
         return True
 
-    def _start(self, request: dict) -> None:
+    def _start(self, request: WarmRequest) -> None:
         read_fd, write_fd = os.pipe()
         inherited = [read_fd, self.wake_r, self.wake_w, self.selector.fileno(), self.events.fileno()]
         inherited += [c.output_fd for c in self.children.values() if c.output_fd >= 0]

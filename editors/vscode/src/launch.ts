@@ -13,7 +13,7 @@ export function serverLaunch(python: string): LaunchCommand {
 /** The custom notification that carries the analysis state of one document. */
 export const STATUS_NOTIFICATION = 'torchscan/status';
 
-/** The server's commands (workspace/executeCommand), as docs/architecture.md names them. */
+/** The server's commands (workspace/executeCommand), as docs/server.md names them. */
 export const SERVER_COMMANDS = {
   reanalyze: 'torchscan.reanalyze',
   showReport: 'torchscan.showReport',

@@ -9,7 +9,7 @@ export const SECTION = 'torchscan';
 /** JSON type a setting must have; numbers are positive, `string|null` accepts unset (null). */
 export type SettingType = 'string' | 'string|null' | 'boolean' | 'number';
 
-/** One setting of the server, as docs/architecture.md lists it. */
+/** One setting of the server, as docs/server.md lists it. */
 export interface SettingSpec {
   /** Key below the section, dotted for nested settings (`inlayHints.totals`). */
   readonly key: string;

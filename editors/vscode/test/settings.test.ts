@@ -109,14 +109,14 @@ describe('readServerSettings and configurationItem', () => {
   });
 });
 
-describe('the manifest matches the server settings documented in docs/architecture.md', () => {
+describe('the manifest matches the server settings documented in docs/server.md', () => {
   const manifest = JSON.parse(readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
   const properties: Record<string, { type: string | string[]; default: unknown; markdownDescription?: string }> =
     manifest.contributes.configuration.properties;
 
   function documentedSettings(): Map<string, { type: string; default: unknown }> {
-    const architecture = readFileSync(path.join(__dirname, '..', '..', '..', 'docs', 'architecture.md'), 'utf8');
-    const doc = architecture.split('## Server settings')[1].split('\n## ')[0];
+    const serverDoc = readFileSync(path.join(__dirname, '..', '..', '..', 'docs', 'server.md'), 'utf8');
+    const doc = serverDoc.split('## Settings (section `torchscan`)')[1].split('\n## ')[0];
     const rows = new Map<string, { type: string; default: unknown }>();
     for (const match of doc.matchAll(/^\| `(torchscan\.[\w.]+)` \| ([^|]+) \| ([^|]+) \|/gm)) {
       const cell = match[3].trim().replace(/^`|`$/g, '');

@@ -44,7 +44,7 @@ def test_elementwise_activation(module, flops, dmas, measure):
 
 
 def test_contract_relu(measure):
-    # spec §3.9: ReLU on (1, 4, 8, 8): 256 FLOPs, 0 MACs, 512 DMAs
+    # docs/report-schema.md: ReLU on (1, 4, 8, 8): 256 FLOPs, 0 MACs, 512 DMAs
     got = measure(nn.ReLU(), torch.randn(1, 4, 8, 8))
     assert (got.flops, got.macs, got.dmas) == (256, 0, 512)
 

@@ -14,7 +14,7 @@ def _mha(embed, heads, **kwargs):
 
 
 def test_contract_oracle_2649(measure):
-    # spec §5.5: MHA(8, 2, batch_first) on q = k = v = (1, 4, 8), default call. B=1 T=S=4 E=8 H=2 hd=4
+    # docs/formulas.md: MHA(8, 2, batch_first) on q = k = v = (1, 4, 8), default call. B=1 T=S=4 E=8 H=2 hd=4
     # projections 3·(4·8·(16 − 1 + 1)) = 1536; scaling 1 + 2·4·4 = 33; scores 2·4·4·7 = 224;
     # softmax 2·4·11 = 88; weighted 2·4·4·7 = 224; out_proj 8·4·15 + 32 = 512;
     # averaged weights 2·4·4 = 32 → 2649

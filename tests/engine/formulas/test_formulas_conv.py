@@ -8,7 +8,7 @@ from torchscan_lsp.engine.formulas import module_macs, module_rf
 
 
 def test_contract_conv2d(measure):
-    # spec §3.8: Conv2d(3, 8, 3) on (1, 3, 32, 32) → y (1, 8, 30, 30), Ny = 7200, K = 9
+    # docs/report-schema.md: Conv2d(3, 8, 3) on (1, 3, 32, 32) → y (1, 8, 30, 30), Ny = 7200, K = 9
     # FLOPs = Ny·(2·9·3 − 1 + 1) = 7200·54 = 388800; MACs = 7200·3·9 = 194400
     # DMAs = 3·9·7200 + 224 + 7200 = 201824
     got = measure(nn.Conv2d(3, 8, 3), torch.randn(1, 3, 32, 32))
@@ -17,7 +17,7 @@ def test_contract_conv2d(measure):
 
 
 def test_contract_partial_model_conv(measure):
-    # spec §3.9: Conv2d(3, 4, 3, padding=1) on (1, 3, 8, 8): Ny = 256
+    # docs/report-schema.md: Conv2d(3, 4, 3, padding=1) on (1, 3, 8, 8): Ny = 256
     # FLOPs 256·54 = 13824; MACs 256·27 = 6912; DMAs 6912 + 112 + 256 = 7280; RF (3, 1, 1)
     got = measure(nn.Conv2d(3, 4, 3, padding=1), torch.randn(1, 3, 8, 8))
     assert (got.flops, got.macs, got.dmas, got.rf) == (13824, 6912, 7280, (3, 1, 1))
@@ -45,7 +45,7 @@ def test_depthwise_conv(measure, meta_operator_flops):
 def test_dilated_strided_conv(measure, meta_operator_flops):
     # Conv2d(3, 3, 3, dilation=2, stride=2, padding=1) on (1, 3, 9, 9):
     # out = (9 + 2 − 2·2 − 1)//2 + 1 = 4 → Ny = 48; MACs 48·3·9 = 1296; FLOPs 48·54 = 2592
-    # RF (spec §5.4 verified example): k_eff = 2·2 + 1 = 5 → (5, 2, 1)
+    # RF (docs/formulas.md verified example): k_eff = 2·2 + 1 = 5 → (5, 2, 1)
     conv, x = nn.Conv2d(3, 3, 3, dilation=2, stride=2, padding=1), torch.randn(1, 3, 9, 9)
     got = measure(conv, x)
     assert (got.flops, got.macs, got.rf) == (2592, 1296, (5, 2, 1))

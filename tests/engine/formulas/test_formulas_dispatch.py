@@ -70,7 +70,7 @@ def test_unsupported_module_warns_and_returns_zero():
         assert caught[0].category is UserWarning
 
 
-# Every family named in spec A.5 (and the reference families) has formulas that run without a
+# Every family named in docs/formulas.md (and the reference families) has formulas that run without a
 # "not supported" warning.
 A5_CALLS = [
     (nn.GELU(), (2, 3)),

@@ -1,4 +1,4 @@
-"""Dropout formulas (spec A.4): the identity in evaluation, the reference values in training."""
+"""Dropout formulas (docs/formulas.md): the identity in evaluation, the reference values in training."""
 
 import pytest
 import torch

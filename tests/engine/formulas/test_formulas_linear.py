@@ -24,7 +24,7 @@ def test_linear_without_bias(measure):
 
 
 def test_contract_example_linear():
-    # spec §3.9: Linear(64, 2) on (1, 64): 2·1·127 + 2 = 256 FLOPs, 64·2 = 128 MACs,
+    # docs/report-schema.md: Linear(64, 2) on (1, 64): 2·1·127 + 2 = 256 FLOPs, 64·2 = 128 MACs,
     # 64 + 130 + 2 = 196 DMAs
     layer = nn.Linear(64, 2)
     x, y = torch.zeros(1, 64), torch.zeros(1, 2)

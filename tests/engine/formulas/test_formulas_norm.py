@@ -8,7 +8,7 @@ POINTWISE = (1.0, 1.0, 0.0)
 
 
 def test_contract_batchnorm_eval(measure):
-    # spec §3.9: BatchNorm2d(4) eval on (1, 4, 8, 8), Nx = 256, C = 4
+    # docs/report-schema.md: BatchNorm2d(4) eval on (1, 4, 8, 8), Nx = 256, C = 4
     # FLOPs 2·4 + 2·256 + 2·256 = 1032; MACs 256·2 = 512
     # DMAs 256 + (1 + 4 + 4 + 4 + 4 + 1) + 256 = 530
     got = measure(nn.BatchNorm2d(4), torch.randn(1, 4, 8, 8))
@@ -26,7 +26,7 @@ def test_batchnorm_training_tracks_statistics(measure):
 
 
 def test_contract_layernorm(measure):
-    # spec §3.9: LayerNorm(64) on (1, 64): 6·64 + 2·1 + 64 + 64 = 514 FLOPs
+    # docs/report-schema.md: LayerNorm(64) on (1, 64): 6·64 + 2·1 + 64 + 64 = 514 FLOPs
     # MACs 0 (no contraction); DMAs 64 + 128 + 64 + 4·1 = 260
     got = measure(nn.LayerNorm(64), torch.randn(1, 64))
     assert (got.flops, got.macs, got.dmas, got.rf) == (514, 0, 260, POINTWISE)

@@ -6,7 +6,7 @@ from torch import nn
 
 
 def test_int_kernel_max_pool_uses_the_window_volume(measure):
-    # spec A.4: MaxPool2d(2) on (1, 4, 8, 8) → (1, 4, 4, 4), Ny = 64, k = 2² = 4 for all three
+    # docs/formulas.md: MaxPool2d(2) on (1, 4, 8, 8) → (1, 4, 4, 4), Ny = 64, k = 2² = 4 for all three
     # FLOPs = 64·(4 − 1) = 192 comparisons, no multiply-accumulate (case P11: "max-pool has no
     # MACs"); DMAs = 4·64 + 64 = 320 (the reference had 64/64/320)
     got = measure(nn.MaxPool2d(2), torch.randn(1, 4, 8, 8))
@@ -31,7 +31,7 @@ def test_max_pool_1d_and_dilation(measure):
 
 def test_avg_pool(measure):
     # AvgPool2d(2) on (1, 4, 8, 8): Ny = 64, k = 4, nd = 2: FLOPs = MACs = 64·(3 + 2) = 320
-    # DMAs 4·64 + 64 = 320; RF (2, 2, 0) (spec §5.4)
+    # DMAs 4·64 + 64 = 320; RF (2, 2, 0) (docs/formulas.md)
     got = measure(nn.AvgPool2d(2), torch.randn(1, 4, 8, 8))
     assert (got.flops, got.macs, got.dmas, got.rf) == (320, 320, 320, (2, 2, 0))
     # AvgPool3d(2) on (1, 1, 4, 4, 4): Ny = 8, k = 8, nd = 3: FLOPs 8·(7 + 3) = 80; DMAs 72

@@ -5,7 +5,7 @@ from torch import nn
 
 
 def test_identity_and_flatten_reference_values(measure):
-    # reference §5.3: Identity DMAs Nx, Flatten 2·Nx; spec §3.9 Flatten on (1, 4, 4, 4) → 128
+    # docs/formulas.md: Identity DMAs Nx, Flatten 2·Nx; docs/report-schema.md Flatten on (1, 4, 4, 4) → 128
     got = measure(nn.Identity(), torch.randn(2, 3))
     assert (got.flops, got.macs, got.dmas, got.rf) == (0, 0, 6, (1.0, 1.0, 0.0))
     got = measure(nn.Flatten(), torch.randn(1, 4, 4, 4))

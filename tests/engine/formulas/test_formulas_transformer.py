@@ -1,4 +1,4 @@
-"""Native Transformer formulas; the reference oracles of spec §5.6, MACs from matrix dimensions
+"""Native Transformer formulas; the reference oracles of docs/formulas.md, MACs from matrix dimensions
 (case P05) cross-checked against FlopCounterMode on the meta device, and hand-derived DMAs."""
 
 import pytest
@@ -29,7 +29,7 @@ def _transformer():
 
 
 def test_reference_layer_oracles():
-    # spec §5.6: encoder layer 1195, decoder layer 1270 for d=4, h=2, ff=8, src (1,3,4), tgt (1,2,4)
+    # docs/formulas.md: encoder layer 1195, decoder layer 1270 for d=4, h=2, ff=8, src (1,3,4), tgt (1,2,4)
     # encoder: attention 288 + 13 + 54 + 48 + 60 + 96 = 559; residuals 2·12; norms 2·102;
     #   feed-forward 192 + 24 + 192 = 408 → 1195
     model = _transformer()

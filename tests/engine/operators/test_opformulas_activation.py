@@ -69,7 +69,7 @@ def test_softmax_family():
     assert op_flops(lambda: F.softmax(x, dim=1)) == {"aten._softmax": 64}
     # log-softmax adds one log per element: 4N - R = 96 - 6 = 90
     assert op_flops(lambda: x.log_softmax(-1)) == {"aten._log_softmax": 90}
-    # the spec's attention softmax term B*H*T*(3S - 1): B=1, H=2, T=3, S=5 -> 6 rows * 14 = 84
+    # the reference's attention softmax term B*H*T*(3S - 1): B=1, H=2, T=3, S=5 -> 6 rows * 14 = 84
     scores = torch.randn(1, 2, 3, 5)
     assert op_flops(lambda: scores.softmax(-1)) == {"aten._softmax": 84}
 

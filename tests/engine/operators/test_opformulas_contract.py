@@ -23,7 +23,7 @@ def test_keys_are_packets_not_overloads():
     assert DEFAULT_FORMULAS
     for key in DEFAULT_FORMULAS:
         assert isinstance(key, torch._ops.OpOverloadPacket), key
-        # the rule measure_flops applies to custom mappings (spec §6 step 1)
+        # the rule measure_flops applies to custom mappings (docs/operator-formulas.md, "The contract")
         assert getattr(key, "_overloadpacket", key) is key
 
 

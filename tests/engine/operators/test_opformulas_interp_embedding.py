@@ -26,7 +26,7 @@ def test_linear_modes():
     # trilinear: (1,1,2,2,2) -> (1,1,4,4,4) = 64 outputs * 15 = 960
     x3 = torch.randn(1, 1, 2, 2, 2)
     assert op_flops(lambda: F.interpolate(x3, scale_factor=2, mode="trilinear")) == {"aten.upsample_trilinear3d": 960}
-    # an upsampling module with a scale factor (the spec's F.interpolate trap) counts the same
+    # an upsampling module with a scale factor (the reference's F.interpolate trap) counts the same
     assert op_flops(lambda: nn.Upsample(scale_factor=2, mode="bilinear")(X)) == {"aten.upsample_bilinear2d": 504}
 
 

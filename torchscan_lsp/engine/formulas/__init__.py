@@ -1,6 +1,6 @@
 """Module formulas: FLOPs, MACs, DMAs and module-local receptive field of one module call.
 
-Public dispatchers (the contract of ``torchscan.modules``, spec §1.3 and §5):
+Public dispatchers (the contract of ``torchscan.modules``; docs/formulas.md):
 
 ``module_flops(module, inputs, out) -> int``
     ``inputs`` is the call's ordered inputs (bound to ``forward``'s signature); ``out`` is the whole
@@ -41,75 +41,25 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from . import (
-    activation,
-    attention,
-    conv,
-    dropout,
-    embedding,
-    library,
-    linear,
-    norm,
-    pooling,
-    recurrent,
-    resample,
-    structural,
-    transformer,
-)
+from . import activation, attention, conv, dropout, embedding, library, linear, norm, pooling, recurrent, resample
+from . import structural, transformer
 from ._common import POINTWISE_RF, ShapeOnly, as_inputs, first_tensor, num_params, unsupported
 from ._registry import Family, Registry
-from .activation import *  # noqa: F403
-from .attention import *  # noqa: F403
-from .conv import *  # noqa: F403
-from .dropout import *  # noqa: F403
-from .embedding import *  # noqa: F403
-from .library import *  # noqa: F403
-from .linear import *  # noqa: F403
-from .norm import *  # noqa: F403
-from .pooling import *  # noqa: F403
-from .recurrent import *  # noqa: F403
-from .resample import *  # noqa: F403
-from .structural import *  # noqa: F403
-from .transformer import *  # noqa: F403
 
-#: The families in dispatch order. Within ``conv`` the transposed family precedes the direct one.
-#: The third-party families (``library``, matched by structure) come last, so that a subclass of a
-#: torch module keeps its torch formula.
-REGISTRY = Registry(
-    [
-        *transformer.FAMILIES,
-        *attention.FAMILIES,
-        *recurrent.FAMILIES,
-        *conv.FAMILIES,
-        *linear.FAMILIES,
-        *norm.FAMILIES,
-        *pooling.FAMILIES,
-        *activation.FAMILIES,
-        *dropout.FAMILIES,
-        *embedding.FAMILIES,
-        *resample.FAMILIES,
-        *structural.FAMILIES,
-        *library.FAMILIES,
-    ]
-)
+#: The family modules, once, in dispatch order: within ``conv`` the transposed family precedes the
+#: direct one; the third-party families (``library``, matched by structure) come last, so that a
+#: subclass of a torch module keeps its torch formula.
+FAMILY_MODULES = (transformer, attention, recurrent, conv, linear, norm, pooling, activation, dropout, embedding,
+                  resample, structural, library)
 
-_FAMILY_MODULES = (
-    activation,
-    attention,
-    conv,
-    dropout,
-    embedding,
-    library,
-    linear,
-    norm,
-    pooling,
-    recurrent,
-    resample,
-    structural,
-    transformer,
-)
+#: The families in dispatch order.
+REGISTRY = Registry(family for module in FAMILY_MODULES for family in module.FAMILIES)
+
+# Every family module's public formulas are this package's too (``formulas.flops_linear``).
+globals().update({name: getattr(module, name) for module in FAMILY_MODULES for name in module.__all__})
 
 __all__ = [
+    "FAMILY_MODULES",
     "Family",
     "POINTWISE_RF",
     "REGISTRY",
@@ -122,7 +72,7 @@ __all__ = [
     "module_macs",
     "module_rf",
     "num_params",
-    *(name for mod in _FAMILY_MODULES for name in mod.__all__),
+    *(name for module in FAMILY_MODULES for name in module.__all__),
 ]
 
 

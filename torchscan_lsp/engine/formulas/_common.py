@@ -2,7 +2,7 @@
 
 Every formula works on *shapes* and module attributes with Python ints. Nothing here calls a tensor
 operation: ``t.shape`` is metadata, so the operator counter that runs around the same forward pass
-never sees formula work (spec §2.4, last bullet). A formula may also be handed a :class:`ShapeOnly`
+never sees formula work (docs/formulas.md, "Conventions"). A formula may also be handed a :class:`ShapeOnly`
 stand-in (the Transformer formulas compose the attention, linear and norm formulas that way).
 """
 
@@ -118,7 +118,7 @@ def output_tensor(out: Any, module: nn.Module | None = None):
 
 
 def num_params(module: nn.Module) -> int:
-    """Total parameter elements of ``module``, recursively (``P`` in the spec)."""
+    """Total parameter elements of ``module``, recursively (``P`` in docs/formulas.md)."""
     return sum(math.prod(int(d) for d in p.shape) for p in module.parameters())
 
 

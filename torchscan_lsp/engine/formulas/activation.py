@@ -4,7 +4,7 @@ FLOP convention: every elementary operation on one element — add, subtract, mu
 compare/select (max, min, clamp bound), and one transcendental evaluation (exp, log, erf, power,
 square root) — costs 1 FLOP. Composite functions add up their parts, using the reference's own
 values where they exist (``Sigmoid`` = 4: negate, exp, add, divide; ``Tanh`` = 6: two exps, negate,
-subtract, add, divide). The reference contract (§5.1) fixes ReLU 1, ELU 6, LeakyReLU 4, ReLU6 2,
+subtract, add, divide). The reference contract fixes ReLU 1, ELU 6, LeakyReLU 4, ReLU6 2,
 Tanh 6 and Sigmoid 4 per element; the rest are ours:
 
 ========================  ====  =====================================================================

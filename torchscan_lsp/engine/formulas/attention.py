@@ -8,7 +8,7 @@ input projection has a bias. ``add_bias_kv`` and ``add_zero_attn`` each append o
 position after the projections: the attention stages then use ``S' = S + [bias_k] + [zero_attn]``
 (the reference refused these; we count them).
 
-FLOPs (reference contract §5.5, unchanged for what it supports):
+FLOPs (the reference contract's, unchanged for what it supports; docs/formulas.md):
 input projections ``Σ_{q,k,v} tokens·E·(2·width − 1 + pb)``; query scaling ``1 + B·H·T·hd``;
 scores ``B·H·T·S'·(2·hd − 1)``; each mask present (key padding, attention) ``B·H·T·S'``; softmax
 ``B·H·T·(3·S' − 1)``; dropout in training ``B·H·T·S'``; weighted values ``B·H·T·hd·(2·S' − 1)``;
@@ -48,7 +48,7 @@ self-attention call ``mha(x, x, x)`` (key and value shaped like the query, no ma
 weights returned).
 
 Receptive field: not defined (every query attends to every key); the formula warns and the crawler
-reports it unavailable — token dependencies describe attention instead (§13.3).
+reports it unavailable — token dependencies describe attention instead (docs/report-schema.md).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _out_proj_shapes(module, call: AttentionCall):
 
 
 def flops_mha(module: nn.MultiheadAttention, inputs, out=None) -> int:
-    """Reference §5.5 terms (see the module docstring)."""
+    """The reference contract's terms (see the module docstring)."""
     call = attention_call(module, inputs, out)
     b, t, s, e, h = call.batch, call.tgt_len, call.keys, module.embed_dim, module.num_heads
     hd = module.head_dim

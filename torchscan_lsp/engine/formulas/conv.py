@@ -2,7 +2,7 @@
 
 ``_ConvTransposeNd`` derives from ``_ConvNd``, so its family is registered first.
 
-Direct convolution (reference contract §5.1–§5.4, unchanged). With ``K = prod(kernel_size)``,
+Direct convolution (the reference contract's, unchanged). With ``K = prod(kernel_size)``,
 ``Cg = in_channels // groups``:
 
 * FLOPs ``Ny·(2·K·Cg − 1 + [bias])``: each output element is a dot product of length ``K·Cg``
@@ -12,7 +12,7 @@ Direct convolution (reference contract §5.1–§5.4, unchanged). With ``K = pro
   parameter once, one write per output element.
 
 Transposed convolution (a departure from the reference, which prices it with the direct-convolution
-formula on the *output* size and over-counts; see ``shared/notes/counting.md``). Each input element is
+formula on the *output* size and over-counts; see docs/formulas.md). Each input element is
 multiplied by every kernel tap of every output channel of its group and scattered into the output:
 
 * MACs ``Nx·(out_channels // groups)·K`` — per batch element ``Cin·Cout/groups·K·prod(input

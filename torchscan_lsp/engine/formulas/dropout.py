@@ -1,13 +1,13 @@
 """Dropout: ``Dropout``, ``Dropout1d/2d/3d``, ``AlphaDropout``, ``FeatureAlphaDropout``
 (every subclass of ``_DropoutNd``).
 
-Spec A.4: in evaluation (and with ``p = 0``) dropout is the identity. PyTorch then returns the very
+As docs/formulas.md says: in evaluation (and with ``p = 0``) dropout is the identity. PyTorch then returns the very
 input tensor object (``F.dropout(x, p, training=False) is x``): nothing is read, computed or written.
 We count that as an **elided** identity: 0 FLOPs, 0 MACs and **0 DMAs**. The crawler always runs
 in evaluation, so these are the values it reports.
 
 In training with ``p > 0`` (when the formulas are used outside the crawler), the reference
-contract's values (§5.1–§5.3) apply: FLOPs ``Nx`` (the mask multiply; the channel-wise variants
+contract's values apply: FLOPs ``Nx`` (the mask multiply; the channel-wise variants
 multiply every element too), MACs 0, DMAs ``Nx + 1 + (0 if inplace else Ny)`` (input, ``p``,
 output). ``AlphaDropout``/``FeatureAlphaDropout`` multiply and then add the affine correction:
 ``2·Nx`` FLOPs.

@@ -119,12 +119,6 @@ def rf_embeddingbag(module: nn.EmbeddingBag, x=None, y=None):
 
 FAMILIES = [
     Family("embedding", (nn.Embedding,), flops_embedding, macs_embedding, dmas_embedding, rf_embedding),
-    Family(
-        "embedding_bag",
-        (nn.EmbeddingBag,),
-        flops_embeddingbag,
-        macs_embeddingbag,
-        dmas_embeddingbag,
-        rf_embeddingbag,
-    ),
+    Family("embedding_bag", (nn.EmbeddingBag,), flops_embeddingbag, macs_embeddingbag, dmas_embeddingbag,
+           rf_embeddingbag),
 ]

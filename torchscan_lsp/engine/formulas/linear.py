@@ -1,6 +1,6 @@
 """``nn.Linear`` (and subclasses such as ``LazyLinear`` and MultiheadAttention's ``out_proj``).
 
-Conventions (reference contract §5.1–§5.3):
+Conventions (the reference contract's; docs/formulas.md):
 
 * FLOPs: each of the ``T = prod(x.shape[:-1])`` tokens computes ``out_features`` dot products of
   length ``in_features``: ``in_features`` multiplies and ``in_features - 1`` adds, plus one add per

@@ -7,13 +7,13 @@ groups of elements ("rows": tokens for LayerNorm/RMSNorm, ``batch·groups`` for 
 MAC convention. Outside the reference's own BatchNorm value, a normalisation performs no
 contraction between two operands of the model (no weight × activation dot product), so its MACs are
 0 and all of its arithmetic is in FLOPs: MACs here are the multiply-accumulates of matmul,
-convolution, attention and recurrent contractions (``shared/cases/public-bug-cases.md``: "norms
+convolution, attention and recurrent contractions (``tests/engine/test_public_cases.py``: "norms
 excluded"; case P16 expects 0 for LayerNorm, and the native Transformer layer MACs of case P05
 contain none). BatchNorm keeps the reference's MACs, which count its per-element scale (and affine)
-as multiply-adds, because the contract fixes that value (§3.9: 512 for ``BatchNorm2d(4)`` on
-``(1, 4, 8, 8)``).
+as multiply-adds, because the contract fixes that value (docs/report-schema.md's partial example:
+512 for ``BatchNorm2d(4)`` on ``(1, 4, 8, 8)``).
 
-* ``_BatchNorm`` (BatchNorm1/2/3d, SyncBatchNorm, lazy variants) — reference contract §5.1–§5.3:
+* ``_BatchNorm`` (BatchNorm1/2/3d, SyncBatchNorm, lazy variants) — the reference contract's:
   FLOPs ``2C + 2N + [affine]·2N`` (+ ``[momentum is None] + N + 3N + 6C`` when tracking running
   statistics in training); MACs ``N·(1 + [affine])`` (+ ``C·(B·S − 1) + C·(2·B·S − 1) + 4C``
   when tracking in training, ``B`` batch, ``S`` spatial size); DMAs ``N + ops + Ny`` where ``ops``
@@ -24,7 +24,7 @@ as multiply-adds, because the contract fixes that value (§3.9: 512 for ``BatchN
   the normalising subtract and multiply; per row: add ε and the reciprocal square root), plus ``N``
   for a weight and ``N`` for a bias. DMAs ``N + P + Ny + 4R``: the input, the parameters and the
   output, plus the per-row mean and reciprocal standard deviation, each written once and read
-  once (intermediates, §13.1).
+  once (intermediates: docs/metrics.md).
 * RMSNorm: ``3N + 2R + [weight]·N`` (square, sum, scale per element; ε add and reciprocal square
   root per row); DMAs ``N + P + Ny + 2R`` (one statistic per row).
 * InstanceNorm evaluated with running statistics (``track_running_stats`` in eval mode) is the
@@ -72,10 +72,6 @@ __all__ = [
 _RMSNorm = getattr(nn, "RMSNorm", None)  # torch >= 2.4
 
 
-def _numel_of(t) -> int:
-    return 0 if t is None else numel(t)
-
-
 # ---------------------------------------------------------------- BatchNorm (reference contract)
 
 
@@ -104,7 +100,7 @@ def macs_batchnorm(module: nn.modules.batchnorm._BatchNorm, x, y, *, inputs=None
 
 
 def dmas_batchnorm(module: nn.modules.batchnorm._BatchNorm, x, y, *, inputs=None) -> int:
-    """``N + ops + Ny`` (reference contract §5.3)."""
+    """``N + ops + Ny`` (the reference contract's)."""
     rm, rv = module.running_mean, module.running_var
     stats = rm is not None and rv is not None
     ops = 1
@@ -135,7 +131,7 @@ def _layernorm_rows(module: nn.LayerNorm, x) -> int:
 
 
 def flops_layernorm(module: nn.LayerNorm, inputs, out=None) -> int:
-    """``6N + 2R + [weight]·N + [bias]·N`` (reference contract §5.1)."""
+    """``6N + 2R + [weight]·N + [bias]·N`` (the reference contract's)."""
     x = input_tensor(inputs, module)
     n = numel(x)
     affine = (module.weight is not None) + (getattr(module, "bias", None) is not None)

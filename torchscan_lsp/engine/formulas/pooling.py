@@ -1,8 +1,9 @@
 """Pooling: ``MaxPool1/2/3d``, ``AvgPool1/2/3d`` and their adaptive versions.
 
-Fixed-kernel pools (reference contract §5.1–§5.4 with the A.4 departure). ``k`` is the number of
-elements in one window: ``prod(kernel_size)`` for a tuple and ``kernel_size ** nd`` for an integer
-(``nd`` = spatial dimensions of the class: 1, 2 or 3). The reference used the bare integer for FLOPs
+Fixed-kernel pools (the reference contract's, with an integer kernel expanded to every spatial
+dimension: docs/formulas.md). ``k`` is the number of elements in one window: ``prod(kernel_size)``
+for a tuple and ``kernel_size ** nd`` for an integer (``nd`` = spatial dimensions of the class: 1,
+2 or 3). The reference used the bare integer for FLOPs
 and MACs (``MaxPool2d(2)`` → ``k = 2``) but ``k**nd`` for DMAs; we use ``k**nd`` for all three.
 
 * Max pool: FLOPs = ``Ny·(k − 1)`` (``k − 1`` comparisons per output element) and 0 MACs: a

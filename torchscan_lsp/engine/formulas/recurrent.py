@@ -8,7 +8,7 @@ for the first layer, ``directions·Ho`` above it), ``N`` tokens (time steps × b
 length of a ``PackedSequence``), ``T`` time steps, ``[bias]`` = 1 when the layer has biases.
 Every direction of every layer processes all ``N`` tokens.
 
-MACs (``shared/notes/counting.md``): per token, layer and direction ``G·H·(I_l + Ho)`` — the input
+MACs (docs/formulas.md, "Recurrent layers"): per token, layer and direction ``G·H·(I_l + Ho)`` — the input
 and recurrent gate matmuls — plus ``H·Ho`` for the LSTM projection. LSTM without projection:
 ``T·4H(I + H)`` per layer and direction. Biases are folded into the accumulation; the gate
 non-linearities and the state updates are element-wise work, not MACs. PyTorch's ``FlopCounterMode``

@@ -2,7 +2,7 @@
 modules (``ConstantPad*``/``ZeroPad*``, ``ReflectionPad*``, ``ReplicationPad*``, ``CircularPad*``).
 
 * FLOPs and MACs: 0.
-* DMAs: ``Identity`` ``Nx`` and ``Flatten`` ``2·Nx`` (reference contract §5.3, kept); ``Unflatten``
+* DMAs: ``Identity`` ``Nx`` and ``Flatten`` ``2·Nx`` (the reference contract's, kept); ``Unflatten``
   as ``Flatten``. Constant padding reads the input and writes the output, ``Nx + Ny``; reflection,
   replication and circular padding fill every output element from an input element, ``2·Ny``.
 * Receptive field: ``(1.0, 1.0, 0.0)`` for Identity/Flatten/Unflatten (reference); a padding module

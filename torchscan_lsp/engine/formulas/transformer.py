@@ -17,7 +17,7 @@ Each layer is priced as the sum of its stages, composed from the other families'
 attention formulas count them and never reduce the dense work (nor does ``is_causal``, nor the
 nested-tensor fast path that skips padded tokens in evaluation).
 
-FLOPs (reference contract §5.6): attention by ``flops_mha``, each residual add ``n``, each norm by
+FLOPs (the reference contract's; docs/formulas.md): attention by ``flops_mha``, each residual add ``n``, each norm by
 ``flops_layernorm``, each dropout by ``flops_dropout`` (0 in evaluation), the two linears by
 ``flops_linear``, the activation ``H`` for ReLU (``H = tokens·dim_feedforward``). Verified: for
 ``d_model=4, nhead=2, dim_feedforward=8, dropout=0`` on src ``(1, 3, 4)``/tgt ``(1, 2, 4)`` the
@@ -357,36 +357,12 @@ def rf_transformer(module: nn.Module, x=None, y=None):
 
 FAMILIES = [
     Family("transformer", (nn.Transformer,), flops_transformer, macs_transformer, dmas_transformer, rf_transformer),
-    Family(
-        "transformer_encoder",
-        (nn.TransformerEncoder,),
-        flops_transformer_encoder,
-        macs_transformer_encoder,
-        dmas_transformer_encoder,
-        rf_transformer,
-    ),
-    Family(
-        "transformer_decoder",
-        (nn.TransformerDecoder,),
-        flops_transformer_decoder,
-        macs_transformer_decoder,
-        dmas_transformer_decoder,
-        rf_transformer,
-    ),
-    Family(
-        "transformer_encoder_layer",
-        (nn.TransformerEncoderLayer,),
-        flops_transformer_encoderlayer,
-        macs_transformer_encoderlayer,
-        dmas_transformer_encoderlayer,
-        rf_transformer,
-    ),
-    Family(
-        "transformer_decoder_layer",
-        (nn.TransformerDecoderLayer,),
-        flops_transformer_decoderlayer,
-        macs_transformer_decoderlayer,
-        dmas_transformer_decoderlayer,
-        rf_transformer,
-    ),
+    Family("transformer_encoder", (nn.TransformerEncoder,), flops_transformer_encoder, macs_transformer_encoder,
+           dmas_transformer_encoder, rf_transformer),
+    Family("transformer_decoder", (nn.TransformerDecoder,), flops_transformer_decoder, macs_transformer_decoder,
+           dmas_transformer_decoder, rf_transformer),
+    Family("transformer_encoder_layer", (nn.TransformerEncoderLayer,), flops_transformer_encoderlayer,
+           macs_transformer_encoderlayer, dmas_transformer_encoderlayer, rf_transformer),
+    Family("transformer_decoder_layer", (nn.TransformerDecoderLayer,), flops_transformer_decoderlayer,
+           macs_transformer_decoderlayer, dmas_transformer_decoderlayer, rf_transformer),
 ]

@@ -1,4 +1,4 @@
-"""FLOP formulas for the operators that PyTorch's ``FlopCounterMode`` leaves uncounted (spec A.3).
+"""FLOP formulas for the operators that PyTorch's ``FlopCounterMode`` leaves uncounted (docs/operator-formulas.md).
 
 ``DEFAULT_FORMULAS`` maps operator packets (``torch.ops.aten.relu`` — packets, not overloads) to
 callables that follow ``FlopCounterMode``'s formula contract: PyTorch calls

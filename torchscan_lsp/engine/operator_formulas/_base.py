@@ -53,6 +53,25 @@ def register(*names: str, family: str | None = None) -> Callable[[Callable[..., 
     return deco
 
 
+def describe(formula: Callable[..., int], name: str, doc: str) -> Callable[..., int]:
+    """Give a formula made by a factory its name (``max_pool2d_flop``) and its docstring (the
+    formula and its source: the contract tests read every registered formula's docstring)."""
+    formula.__doc__ = doc
+    formula.__name__ = formula.__qualname__ = name
+    return formula
+
+
+def per_element(count: int, names: tuple[str, ...], definition: str, *, family: str, source: str) -> None:
+    """Register, for the operators ``names``, the formula ``count`` FLOPs per output element
+    (``definition`` says which operations; ``source`` where the definition comes from)."""
+
+    def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return count * out_numel(out_shape)
+
+    doc = f"{count} FLOP(s) per output element: {definition}. Source: {source}."
+    register(*names, family=family)(describe(formula, f"{names[0]}_flop", doc))
+
+
 def numel(shape: Any) -> int:
     """Number of elements of a ``torch.Size`` (or of the first shape in a tuple of outputs)."""
     if isinstance(shape, torch.Size):
@@ -102,27 +121,3 @@ def expand_ints(value: Any, ndim: int, default: int | None = None) -> list[int]:
     if len(values) == 1:
         return values * ndim
     return values
-
-
-def reduced_rows(shape: torch.Size, dims: Any) -> tuple[int, int]:
-    """(N, R): elements of ``shape`` and the number of independent reductions over ``dims``.
-
-    ``dims`` is an int, a list of ints, or None/empty for a full reduction.
-    """
-    n = math.prod(shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return n, 1 if n else 0
-    if isinstance(dims, int):
-        dims = [dims]
-    ndim = len(shape)
-    if ndim == 0:
-        return n, n
-    size = 1
-    for d in {int(d) % ndim for d in dims}:
-        size *= shape[d]
-    return n, (n // size if size else 0)
-
-
-def formula_doc(fn: Callable[..., int], doc: str) -> Callable[..., int]:
-    fn.__doc__ = doc
-    return fn

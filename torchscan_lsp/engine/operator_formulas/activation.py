@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import arg, first_shape, numel, out_numel, register
+from ._base import arg, first_shape, numel, out_numel, per_element, register
 
 #: Per-element costs, shared with the fused kernels and the documentation.
 SIGMOID = 4  # 1 / (1 + exp(-x)): negate, exp, add, divide
@@ -26,17 +26,9 @@ def _inplace(*names: str) -> tuple[str, ...]:
     return tuple(n for name in names for n in (name, name + "_"))
 
 
-def _per_element(per_element: int, names: tuple[str, ...], definition: str) -> None:
-    def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-        return per_element * out_numel(out_shape)
-
-    formula.__doc__ = (
-        f"{per_element} FLOP(s) per output element: {definition}. "
-        "Source: the activation's formula in the PyTorch documentation (torch.nn)."
-    )
-    formula.__name__ = f"{names[0]}_flop"
-    formula.__qualname__ = formula.__name__
-    register(*names, family="activation")(formula)
+def _per_element(count: int, names: tuple[str, ...], definition: str) -> None:
+    per_element(count, names, definition, family="activation",
+                source="the activation's formula in the PyTorch documentation (torch.nn)")
 
 
 _per_element(RELU, _inplace("relu"), "ReLU(x) = max(0, x): one comparison")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import arg, out_numel, register
+from ._base import arg, out_numel, per_element, register
 
 
 def _inplace(*names: str) -> tuple[str, ...]:
@@ -24,17 +24,9 @@ def _inplace(*names: str) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _pointwise(per_element: int, names: tuple[str, ...], definition: str) -> None:
-    def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-        return per_element * out_numel(out_shape)
-
-    formula.__doc__ = (
-        f"{per_element} FLOP(s) per output element: {definition}. "
-        "Source: the operator's definition in the PyTorch documentation."
-    )
-    formula.__name__ = f"{names[0]}_flop"
-    formula.__qualname__ = formula.__name__
-    register(*names, family="elementwise")(formula)
+def _pointwise(count: int, names: tuple[str, ...], definition: str) -> None:
+    per_element(count, names, definition, family="elementwise",
+                source="the operator's definition in the PyTorch documentation")
 
 
 # --- one operation per element -----------------------------------------------------------------

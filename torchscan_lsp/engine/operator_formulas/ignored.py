@@ -1,4 +1,4 @@
-"""Operators that do no arithmetic and are missing from the reference ignore list (spec §6).
+"""Operators that do no arithmetic and are missing from the reference ignore list (docs/operator-formulas.md).
 
 The engine merges ``EXTRA_IGNORED`` into its ignore list: these operators then appear under
 ``ignored_operators`` with their reason instead of as ``uncounted_operator`` diagnostics. Every name

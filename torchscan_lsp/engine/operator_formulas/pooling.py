@@ -1,6 +1,7 @@
 """Pooling: max, average, adaptive, fractional and Lp pooling.
 
-K = prod(kernel_size) with an integer kernel expanded to every spatial dimension (k^ndim, spec A.4).
+K = prod(kernel_size) with an integer kernel expanded to every spatial dimension (k^ndim, as the
+module formulas do: docs/formulas.md).
 
 * Max pooling: K - 1 comparisons per output element (TorchScan's MaxPool formula).
 * Average pooling: K per output element (K - 1 additions and one division). Padding, ``ceil_mode``
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._base import arg, expand_ints, first_shape, is_shape, out_numel, register
+from ._base import arg, describe, expand_ints, first_shape, is_shape, out_numel, register
 
 
 def _kernel_volume(args: tuple[Any, ...], kwargs: dict[str, Any], ndim: int) -> int:
@@ -25,27 +26,21 @@ def _maxpool(ndim: int):
     def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return max(_kernel_volume(args, kwargs, ndim) - 1, 0) * out_numel(out_shape)
 
-    formula.__doc__ = (
+    return describe(formula, f"max_pool{ndim}d_flop", (
         f"Max pooling ({ndim}-D): K - 1 comparisons per output element, K = prod(kernel_size) "
         "(an int kernel k gives k^ndim). Source: max over each window of K values; TorchScan's "
         "MaxPool module formula Ny * (K - 1)."
-    )
-    formula.__name__ = f"max_pool{ndim}d_flop"
-    formula.__qualname__ = formula.__name__
-    return formula
+    ))
 
 
 def _avgpool(ndim: int):
     def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return _kernel_volume(args, kwargs, ndim) * out_numel(out_shape)
 
-    formula.__doc__ = (
+    return describe(formula, f"avg_pool{ndim}d_flop", (
         f"Average pooling ({ndim}-D): K FLOPs per output element (K - 1 additions, one division), "
         "K = prod(kernel_size). Source: mean over each window of K values."
-    )
-    formula.__name__ = f"avg_pool{ndim}d_flop"
-    formula.__qualname__ = formula.__name__
-    return formula
+    ))
 
 
 for _nd in (1, 2, 3):
@@ -85,14 +80,11 @@ def _adaptive_avg(ndim: int):
         total, _ = _adaptive_volume(args[0] if args else None, first_shape(out_shape), ndim)
         return total
 
-    formula.__doc__ = (
+    return describe(formula, f"adaptive_avg_pool{ndim}d_flop", (
         f"Adaptive average pooling ({ndim}-D): the size of each output's window (its additions and "
         "one division), summed exactly over PyTorch's windows [floor(iI/O), ceil((i+1)I/O)). "
         "For I divisible by O this is Ny * (I/O)^ndim = the input element count."
-    )
-    formula.__name__ = f"adaptive_avg_pool{ndim}d_flop"
-    formula.__qualname__ = formula.__name__
-    return formula
+    ))
 
 
 def _adaptive_max(ndim: int):
@@ -100,13 +92,10 @@ def _adaptive_max(ndim: int):
         total, outputs = _adaptive_volume(args[0] if args else None, first_shape(out_shape), ndim)
         return max(total - outputs, 0)
 
-    formula.__doc__ = (
+    return describe(formula, f"adaptive_max_pool{ndim}d_flop", (
         f"Adaptive max pooling ({ndim}-D): window size - 1 comparisons per output element, summed "
         "exactly over PyTorch's windows [floor(iI/O), ceil((i+1)I/O))."
-    )
-    formula.__name__ = f"adaptive_max_pool{ndim}d_flop"
-    formula.__qualname__ = formula.__name__
-    return formula
+    ))
 
 
 register("adaptive_avg_pool1d", family="pooling")(_adaptive_avg(1))

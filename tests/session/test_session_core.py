@@ -2,9 +2,9 @@
 
 import asyncio
 
-from torchscan_lsp.server.cache import ResultCache, job_key
-from torchscan_lsp.server.scheduler import Scheduler
-from torchscan_lsp.server.settings import InlayHintSettings, Settings, resolve
+from torchscan_lsp.session.cache import ResultCache, job_key
+from torchscan_lsp.session.scheduler import Scheduler
+from torchscan_lsp.session.settings import InlayHintSettings, Settings, resolve
 
 
 async def test_newer_job_cancels_older_and_limit_holds():

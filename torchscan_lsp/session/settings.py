@@ -1,9 +1,11 @@
 """Typed server settings: section ``torchscan`` of the editor's configuration.
 
 Sources, later ones winning: the defaults below, the workspace's ``pyproject.toml``
-``[tool.torchscan-lsp]`` table (same names, e.g. ``timeoutSeconds`` or ``timeout_seconds``), and
-the editor's ``workspace/configuration`` answer for section ``torchscan``. The table of settings is in
-docs/architecture.md and docs/server.md.
+``[tool.torchscan-lsp]`` table (its ``device`` and ``timeout`` target options are the defaults of
+``device`` and ``timeoutSeconds``: :attr:`~torchscan_lsp.session.workspace.WorkspaceConfig.settings_defaults`),
+and the editor's ``workspace/configuration`` answer for section ``torchscan`` (or a command's flags).
+Names may be camelCase or snake_case (``timeoutSeconds``, ``timeout_seconds``). The table of
+settings is in docs/server.md.
 """
 
 from __future__ import annotations

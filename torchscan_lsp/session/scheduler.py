@@ -49,11 +49,6 @@ class Scheduler:
         """The newest job task of ``key`` (done or not), while it is remembered."""
         return self._tasks.get(key)
 
-    def running(self, key: Hashable) -> bool:
-        """Whether a job for ``key`` is queued or running."""
-        task = self._tasks.get(key)
-        return task is not None and not task.done()
-
     def cancel(self, key: Hashable) -> bool:
         """Cancel the job of ``key``; returns whether there was one."""
         task = self._tasks.pop(key, None)

@@ -2,7 +2,7 @@
 
 import random
 
-from torchscan_lsp.server.line_map import LineMap
+from torchscan_lsp.session.line_map import LineMap
 
 
 def test_inserted_lines_on_top_shift_everything_below():

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from torchscan_lsp.server.line_map import IDENTITY, LineMap
-from torchscan_lsp.server.results import LineInfo, ResultView
+from torchscan_lsp.session.line_map import IDENTITY, LineMap
+from torchscan_lsp.session.results import LineInfo, ResultView
 
 
 class TargetKey(NamedTuple):

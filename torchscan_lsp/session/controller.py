@@ -1,38 +1,43 @@
-"""The analysis controller: from document text to target states, through the worker.
+"""The session: from document text to target states, through the worker, for every front end.
 
 On every change the text is scanned for targets (``ast``, never executed). On open and save (and
-while typing, with ``analyzeOnType``) each target gets a job: from the cache when the target's
-file, the files its model imported, its options and the interpreter are unchanged, else in a
-worker process through the scheduler. Results land in the :class:`~.state.Store`; a listener
-(the language server, or nothing for ``check``) hears when a job starts and when states change.
+while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when the
+target's file, the files its model imported, its options and the interpreter are unchanged, else in
+a worker process through the scheduler. Results land in the :class:`~.state.Store`; a listener (the
+language server, or nothing for ``check`` and ``scan``) hears when a job starts and when states
+change. The session is the only way to the worker: it also renders HTML reports there, and starts
+and stops the warm worker. It imports neither pygls nor torch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
-from torchscan_lsp.server.cache import ResultCache, job_key
-from torchscan_lsp.server.line_map import LineMap
-from torchscan_lsp.server.results import ResultView
-from torchscan_lsp.server.scheduler import Scheduler
-from torchscan_lsp.server.settings import Settings
-from torchscan_lsp.server.state import Document, Store, TargetState, content_hash, relative
+from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.session.cache import ResultCache, job_key
+from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.results import ResultView
+from torchscan_lsp.session.scanning import rescan
+from torchscan_lsp.session.scheduler import Scheduler
+from torchscan_lsp.session.settings import Settings, resolve
+from torchscan_lsp.session.state import Document, Store, TargetState, content_hash, relative
+from torchscan_lsp.session.workspace import MARKER, SourceFile, WorkspaceConfig, read_config, read_source
 from torchscan_lsp.worker import client as worker_client
+from torchscan_lsp.worker import pool
+
+__all__ = ["Listener", "RunJob", "Session"]
 
 log = logging.getLogger(__name__)
 
 RunJob = Callable[..., Awaitable[dict]]
 """``async (job, *, python, timeout_s, memory_mb) -> result``: :func:`torchscan_lsp.worker.client.run`."""
 
-_JOB_ONLY_OPTIONS = ("measure", "timeout")
-
 
 class Listener(Protocol):
-    """What the controller tells its owner."""
+    """What the session tells its owner."""
 
     def job_started(self, state: TargetState, task: asyncio.Task) -> None:
         """A worker job for ``state`` started running (``task`` may be cancelled to stop it)."""
@@ -49,44 +54,14 @@ class _Silent:
         pass
 
 
-MAX_SCAN_CHARS = 5_000_000
-"""Longer files are neither scanned nor analysed: scanning runs on the event loop (about a second per
-10 MB), and no model definition is that long (generated data is)."""
-
-
-def _scan(text: str, path: str) -> tuple[list[Any], list[Any]]:
-    """Targets and problems of ``text`` (see :func:`torchscan_lsp.targets.find_targets`)."""
-    from torchscan_lsp.targets import find_targets
-
-    if len(text) > MAX_SCAN_CHARS:
-        too_long = _ScanFailure(f"torchscan skips files over {MAX_SCAN_CHARS / 1e6:g} million characters (this one has "
-                                f"{len(text) / 1e6:.1f} million): its targets are not analysed")
-        too_long.severity = "warning"
-        return [], [too_long]
-    scan = find_targets(text, path)
-    return list(scan.targets), list(scan.problems)
-
-
-def _is_error(problem: Any) -> bool:
-    return str(getattr(problem, "severity", "error")).lower().endswith("error")
-
-
-def _follow(target: Any, moved: LineMap) -> Any:
-    """``target`` moved to where its lines went in the current text (unchanged when its ``def`` or
-    ``class`` line itself was edited: there is no better place for its last good results)."""
-    line = moved.to_current(target.line)
-    if line is None or line == target.line:
-        return target
-    annotation = moved.to_current(target.annotation_line)
-    return dataclasses.replace(target, line=line, annotation_line=annotation if annotation is not None else line)
-
-
-class Analyzer:
-    """Owns the documents, target states, cache and scheduler of one server (or one ``check`` run).
+class Session:
+    """Owns the documents, target states, cache and scheduler of one server (or one ``check`` or
+    ``scan`` run).
 
     Args:
-        settings: the resolved settings (replaceable later through :attr:`settings`).
-        trusted: whether workspace code may run (``initializationOptions.trusted``).
+        settings: the resolved settings (see :meth:`configure`).
+        trusted: whether workspace code may run (``initializationOptions.trusted``; the commands
+            run what they are pointed at).
         listener: told about job starts and state changes.
         run_job: the worker entry point.
     """
@@ -100,37 +75,41 @@ class Analyzer:
         self.store = Store()
         self.cache = ResultCache()
         self.scheduler = Scheduler(self.settings.maxWorkers)
-        self._defaults: dict[str, dict] = {}
-        self.config_errors: dict[str, Any] = {}
+        self._configs: dict[str, WorkspaceConfig] = {}
 
     @property
     def may_execute(self) -> bool:
         """Whether workspace code may run: trusted by the client, or allowed in the settings."""
         return self.trusted or self.settings.allowExecution
 
-    def workspace_defaults(self, root: str) -> dict:
-        """Target option defaults from ``root``'s ``pyproject.toml`` (``[tool.torchscan-lsp]``)."""
-        if root not in self._defaults:
-            from torchscan_lsp.targets import WorkspaceConfigError, load_workspace_defaults
+    # the workspace ---------------------------------------------------------------------------
 
-            self.config_errors.pop(root, None)
-            try:
-                self._defaults[root] = dict(load_workspace_defaults(root))
-            except WorkspaceConfigError as error:  # reported on every target, never fatal
-                self.config_errors[root] = error
-                self._defaults[root] = {}
-        return self._defaults[root]
+    def workspace_config(self, root: str) -> WorkspaceConfig:
+        """``root``'s ``[tool.torchscan-lsp]`` table, read once until :meth:`forget_workspace_config`."""
+        if root not in self._configs:
+            self._configs[root] = read_config(root)
+        return self._configs[root]
 
     def config_error(self, root: str) -> Any | None:
         """The error of ``root``'s ``[tool.torchscan-lsp]`` table (``.message``, ``.line``), if any."""
-        self.workspace_defaults(root)
-        return self.config_errors.get(root)
+        return self.workspace_config(root).error
 
-    def forget_workspace_defaults(self) -> None:
-        """Re-read pyproject defaults on next use (after ``pyproject.toml`` changed)."""
-        self._defaults.clear()
+    def forget_workspace_config(self) -> None:
+        """Re-read the tables on next use (after a ``pyproject.toml`` changed)."""
+        self._configs.clear()
 
-    # documents -----------------------------------------------------------------------------
+    def configure(self, root: str | None, overrides: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
+        """Resolve the settings: the defaults, then ``root``'s table, then ``overrides`` (the
+        editor's section ``torchscan``, or a command's flags). Applies them (the scheduler takes
+        the new ``maxWorkers``) and returns the previous settings and one message per value that
+        was skipped."""
+        defaults = self.workspace_config(root).settings_defaults if root else {}
+        new, problems = resolve(defaults, overrides)
+        old, self.settings = self.settings, new
+        self.scheduler.set_max_workers(new.maxWorkers)
+        return old, problems
+
+    # documents -------------------------------------------------------------------------------
 
     def open(self, path: str, root: str, text: str, *, saved: bool = True) -> Document:
         """Track (or re-track) a document and scan it; returns it. Does not analyse."""
@@ -144,6 +123,25 @@ class Analyzer:
             document.saved_hash = content_hash(text)
         self._rescan(document)
         return document
+
+    def open_files(self, files: Iterable[SourceFile], root: str) -> tuple[list[Document], list[tuple[Path, str]]]:
+        """Open the files a command was given (:func:`~.workspace.python_files`): a file it named
+        always, one found under a folder only when it mentions ``torchscan``. Returns the documents
+        and, for each file that could not be read, its path and what went wrong."""
+        documents, problems = [], []
+        for source in files:
+            try:
+                text = read_source(source.path)
+            except OSError as error:
+                problems.append((source.path, "no such file" if isinstance(error, FileNotFoundError)
+                                 else f"cannot read: {error.strerror or error}"))
+                continue
+            except (SyntaxError, UnicodeDecodeError) as error:
+                problems.append((source.path, f"cannot decode the file: {error}"))
+                continue
+            if source.explicit or MARKER in text:
+                documents.append(self.open(str(source.path), root, text))
+        return documents, problems
 
     def close(self, path: str) -> None:
         """Stop tracking an editor buffer (its targets' states stay, for the other files)."""
@@ -165,29 +163,14 @@ class Analyzer:
         return states + dependents
 
     def _rescan(self, document: Document) -> list[TargetState]:
-        try:
-            targets, problems = _scan(document.text, document.path)
-        except Exception as error:  # a scanner bug must not take the server down
-            log.exception("target scan failed for %s", document.path)
-            targets, problems = [], [_ScanFailure(f"torchscan could not scan this file: {error}")]
-        retained: set[str] = set()
-        if any(_is_error(p) for p in problems):
-            # A broken edit keeps the targets it hid, so their last good hints stay (stale);
-            # they are not analysed again until the edit is fixed.
-            names = {t.name for t in targets}
-            moved = LineMap(document.scanned_text.splitlines(), document.lines)
-            kept = [_follow(t, moved) for t in document.targets if t.name not in names]
-            retained = {t.name for t in kept}
-            targets += kept
-        document.targets, document.problems, document.retained = targets, problems, retained
-        document.scanned_text = document.text
+        retained = rescan(document)
         states = self.store.sync_targets(document)
         for state in states:
             if state.key.name in retained:
                 state.stale = state.view is not None
         return states
 
-    # analysis ------------------------------------------------------------------------------
+    # analysis --------------------------------------------------------------------------------
 
     def file_hash(self, root: str) -> Callable[[str], str | None]:
         """Content hash of a workspace-relative file: the open buffer's saved text, else the disk."""
@@ -204,29 +187,12 @@ class Analyzer:
 
         return digest
 
-    def build_job(self, document: Document, state: TargetState, *, measure: Iterable[str] = (), unsaved: bool = False) -> tuple[dict, float]:
-        """The worker job for ``state`` (docs/architecture.md) and its time limit in seconds.
-
-        Options: the pyproject defaults, then the ``torchscan.device`` setting (which already
-        defaults to the pyproject's device), then the target's own. ``measure`` and ``timeout`` are
-        lifted out of ``options`` into the job; the limit is the target's ``timeout``, else the
-        ``torchscan.timeoutSeconds`` setting (which defaults to the pyproject's ``timeout``).
-        """
-        options: dict[str, Any] = dict(self.workspace_defaults(document.root))
-        options["device"] = self.settings.device
-        options.update(dict(getattr(state.target, "options", {}) or {}))
-        wanted = list(dict.fromkeys([*(options.get("measure") or []), *measure]))
-        own_timeout = (getattr(state.target, "options", {}) or {}).get("timeout")
-        timeout = own_timeout or self.settings.timeoutSeconds
-        job = {
-            "workspace_root": document.root,
-            "file": document.path,
-            "target": state.key.name,
-            "options": {k: v for k, v in options.items() if k not in _JOB_ONLY_OPTIONS},
-            "source_text": document.text if unsaved else None,
-            "measure": wanted,
-        }
-        return job, float(timeout)
+    def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
+                unsaved: bool = False) -> tuple[dict, Limits]:
+        """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
+        defaults = self.workspace_config(document.root).defaults
+        return build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
+                         source_text=document.text if unsaved else None)
 
     def analyse(self, document: Document, names: Iterable[str] | None = None, *, measure: Iterable[str] = (),
                 unsaved: bool = False, delay_s: float = 0.0, use_cache: bool = True) -> list[TargetState]:
@@ -246,7 +212,7 @@ class Analyzer:
                 changed.append(state)
                 continue
             state.untrusted = False
-            job, timeout = self.build_job(document, state, measure=measure, unsaved=unsaved)
+            job, limits = self.job_for(document, state, measure=measure, unsaved=unsaved)
             text = document.text
             key = job_key(job, content_hash(text), self.settings.interpreter)
             cached = self.cache.get(key, self.file_hash(document.root)) if use_cache else None
@@ -254,7 +220,7 @@ class Analyzer:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
                 continue
-            self.scheduler.submit(state.key, lambda s=state, j=job, t=timeout, k=key, x=text: self._job(s, j, t, k, x),
+            self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
                                   delay_s=delay_s)
         if changed:
             self._notify(changed, set())
@@ -282,15 +248,21 @@ class Analyzer:
         for document in list(self.store.documents.values()):
             self.analyse(document)
 
-    async def _job(self, state: TargetState, job: dict, timeout: float, key: str, text: str) -> None:
+    async def finished(self, state: TargetState) -> None:
+        """Wait for the job of ``state`` that is queued or running, if any."""
+        task = self.scheduler.task(state.key)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _job(self, state: TargetState, job: dict, limits: Limits, key: str, text: str) -> None:
         task = asyncio.current_task()
         state.running = True
         self.listener.job_started(state, task)
         self._notify([state], set())
         before = state.files
         try:
-            result = await self.run_job(job, python=self.settings.python, timeout_s=timeout,
-                                        memory_mb=self.settings.memoryLimitMb)
+            result = await self.run_job(job, python=limits.python, timeout_s=limits.timeout_s,
+                                        memory_mb=limits.memory_mb)
         except asyncio.CancelledError:
             if self.scheduler.is_current(state.key, task):
                 state.running = False
@@ -298,7 +270,7 @@ class Analyzer:
             raise
         except Exception as error:  # the client maps worker failures; this is a bug in ours
             log.exception("worker job failed")
-            result = worker_client.failure(job, "crash", f"the worker client failed: {error}")
+            result = failure(job["target"], "crash", f"the worker client failed: {error}")
         if not self.scheduler.is_current(state.key, task):
             return
         state.running = False
@@ -341,9 +313,23 @@ class Analyzer:
             files |= {(state.key.root, rel) for rel in state.files | before}
         self.listener.states_changed(states, files)
 
+    # the worker, besides analyses ---------------------------------------------------------------
 
-class _ScanFailure:
-    """A problem standing for a scanner that raised (line 1, whole line)."""
+    async def render_html(self, state: TargetState, html_path: str) -> dict:
+        """Render ``state``'s last good report, with its measurements, as one offline HTML file in
+        a worker process (rendering imports torch). Returns ``{"ok": true, "path": ...}`` or a
+        failure result."""
+        assert state.view is not None, "render_html needs a good result"
+        job = build_render_job(state.key.root, state.view.report, state.measurements)
+        return await worker_client.render_html(job, html_path, python=self.settings.python)
 
-    def __init__(self, message: str) -> None:
-        self.line, self.column, self.end_column, self.message, self.severity = 1, 0, None, message, "error"
+    async def prewarm(self) -> None:
+        """Start the warm worker of the configured interpreter ahead of the first job (only once
+        workspace code may run: it runs that interpreter)."""
+        if self.may_execute:
+            await pool.prewarm(self.settings.interpreter)
+
+    def shutdown(self) -> None:
+        """Cancel every job and stop the warm workers."""
+        self.scheduler.cancel_all()
+        pool.shutdown()

@@ -3,7 +3,7 @@ turn before it started: a chain of quick replacements never runs two jobs of one
 
 import asyncio
 
-from torchscan_lsp.server.scheduler import Scheduler
+from torchscan_lsp.session.scheduler import Scheduler
 
 
 async def test_replacements_never_overlap():

@@ -14,13 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from torchscan_lsp.contract.report import MODULE_FORMULA_METRICS, in_subtree, subtree_total
+
 Site = tuple[str, int]
 """A workspace-relative file path (``/`` separators) and a 1-based line number."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
-
-_COUNTED = ("module_flops", "macs", "dmas")
 
 _LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x\d+")
 """An ``aten.add x2`` item of the operator list a ``container_work`` message ends with."""
@@ -42,22 +42,6 @@ class LineInfo:
     called: list[LayerKey] = field(default_factory=list)
     operators: list[dict] = field(default_factory=list)
     diagnostics: list[dict] = field(default_factory=list)
-
-
-def aggregate(metrics: Iterable[Mapping[str, Any] | None], unit: str) -> dict:
-    """Sum metric objects the way the engine sums totals.
-
-    All complete → complete sum; some number known → partial with the known sum as lower bound;
-    nothing known (or nothing given) → unavailable. Returns a metric object with ``unit``.
-    """
-    metrics = [m for m in metrics if m]
-    known = [m.get("known_value") for m in metrics if m.get("known_value") is not None]
-    if metrics and all(m.get("status") == "complete" for m in metrics):
-        total = sum(m["value"] for m in metrics)
-        return {"status": "complete", "value": total, "known_value": total, "unit": unit}
-    if known:
-        return {"status": "partial", "value": None, "known_value": sum(known), "unit": unit}
-    return {"status": "unavailable", "value": None, "known_value": None, "unit": unit}
 
 
 class ResultView:
@@ -97,18 +81,17 @@ class ResultView:
 
     def subtree(self, paths: Iterable[str]) -> list[dict]:
         """Layer records of the modules at ``paths`` and of all their descendants (every call)."""
-        roots = set(paths)
-        if "" in roots:
-            return list(self.layers)
-        prefixes = tuple(p + "." for p in roots)
-        return [layer for layer in self.layers if layer["path"] in roots or layer["path"].startswith(prefixes)]
+        roots = tuple(paths)
+        return [layer for layer in self.layers if in_subtree(layer["path"], roots)]
 
     def module_summary(self, paths: Iterable[str]) -> dict:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
 
         Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
         "module_flops", "macs", "dmas"}``: counts are ints (each tensor counted once, as in the
-        report), work entries are aggregated metric objects over every call of every leaf.
+        report); work entries are metric objects summed over every call in the subtrees by the
+        contract's one rule (:func:`~torchscan_lsp.contract.report.subtree_total`), so work that
+        ran in a container's own ``forward`` and that no formula counted makes them partial.
         """
         key = tuple(paths)
         if key in self._summaries:
@@ -123,12 +106,9 @@ class ResultView:
             "parameter_bytes": sum(layer.get("parameters", {}).get("bytes", 0) for layer in layers),
             "buffer_elements": sum(layer.get("buffers", {}).get("elements", 0) for layer in layers),
         }
-        units = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
-        for name in _COUNTED:
-            summary[name] = aggregate(
-                (layer.get("metrics", {}).get(name) for layer in layers if name in layer.get("metrics", {})),
-                units[name],
-            )
+        diagnostics = self.report.get("diagnostics") or []
+        for name, unit in MODULE_FORMULA_METRICS.items():
+            summary[name] = subtree_total(layers, diagnostics, name, key, unit=unit)
         self._summaries[key] = summary
         return summary
 
@@ -238,3 +218,12 @@ class ResultView:
                 self.lines[site].diagnostics.append(diagnostic)
             if not sites:
                 self._unattributed.append(diagnostic)
+
+
+def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The calls (in order) whose module is not inside another module called from the same line:
+    ``self.stage1(x)`` also "calls" the children that ``Sequential`` runs, but the line's value is
+    ``stage1``'s output."""
+    paths = {path for path, _ in calls}
+    return [(path, index) for path, index in calls
+            if path == "" or not any(path.startswith(other + ".") or other == "" for other in paths if other != path)]

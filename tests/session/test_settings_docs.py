@@ -1,0 +1,43 @@
+"""The settings table of docs/server.md is the Python ``Settings`` (the VS Code extension's test
+checks the same table against its package.json)."""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from torchscan_lsp.session.settings import SECTION, InlayHintSettings, Settings
+
+SERVER_MD = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+
+
+def documented() -> dict[str, tuple[str, object]]:
+    text = SERVER_MD.read_text(encoding="utf-8")
+    table = text.split("## Settings (section `torchscan`)")[1].split("\n## ")[0]
+    rows = {}
+    for name, kind, default in re.findall(r"^\| `(torchscan\.[\w.]+)` \| ([^|]+) \| ([^|]+) \|", table, re.MULTILINE):
+        cell = default.strip().strip("`")
+        value = json.loads(cell) if re.fullmatch(r'true|false|\d+(\.\d+)?|".*"', cell) else None
+        rows[name] = (kind.strip(), value)
+    return rows
+
+
+def python_settings() -> dict[str, object]:
+    settings = {}
+    for field in dataclasses.fields(Settings):
+        if field.name == "inlayHints":
+            for hint in dataclasses.fields(InlayHintSettings):
+                settings[f"{SECTION}.inlayHints.{hint.name}"] = hint.default
+        else:
+            settings[f"{SECTION}.{field.name}"] = field.default
+    return settings
+
+
+def test_the_table_lists_every_setting_with_its_default():
+    rows, python = documented(), python_settings()
+    assert sorted(rows) == sorted(python)
+    for name, default in python.items():
+        kind, written = rows[name]
+        assert written == default, name  # None: a default in words ("the server's interpreter")
+        expected = "bool" if isinstance(default, bool) else "number" if isinstance(default, (int, float)) else "string"
+        assert kind.startswith(expected), (name, kind)

@@ -1,0 +1,137 @@
+"""What ``scan`` prints: one problem a line on stderr, and per target its summary table, its
+diagnostics and its measurements on stdout (or everything as JSON), plus optional HTML files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.metrics import metric_value
+from torchscan_lsp.session.jobs import build_render_job
+
+__all__ = ["Output", "display", "report_failure", "print_table", "write_html", "STOPPED_KINDS"]
+
+_ERROR_KINDS = {
+    "import": "cannot import the module",
+    "factory": "{target} failed",
+    "forward": "the forward pass of {target} failed",
+    "options": "{target}",
+    "timeout": "{target} timed out",
+    "memory": "{target} ran out of memory",
+    "crash": "{target} crashed",
+    "cancelled": "{target} was cancelled",
+    "strict": "{target} (strict)",
+}
+STOPPED_KINDS = {"timeout", "memory", "crash", "cancelled"}
+"""Failures of a job that was stopped: its output ends with the stack dump that located it."""
+
+
+def display(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+class Output:
+    """Collects problems (to stderr, one line each) and tracks whether any was an error."""
+
+    def __init__(self, err: TextIO):
+        self.err = err
+        self.failed = False
+
+    def problem(self, file: str, line: int | None, message: str, severity: str = "error") -> None:
+        if severity == "error":
+            self.failed = True
+        where = f"{file}:{line}" if line else file
+        text = " ".join(str(message).split())
+        print(f"{where}: {severity}: {text}", file=self.err, flush=True)
+
+
+def report_failure(
+    out: Output, root: Path, shown: str, target: Any, result: dict[str, Any]
+) -> None:
+    error = result.get("error") or {}
+    file = error.get("file")
+    line = error.get("line")
+    if file:
+        where = display(root / file)
+    else:
+        where, line = shown, line or target.line
+    kind = error.get("kind", "crash")
+    detail = error.get("message") or ""
+    if kind in ("options", "result"):  # the message says it all, naming the target
+        message = detail
+    else:
+        lead = _ERROR_KINDS.get(kind, "{target}").format(target=f"'{target.name}'")
+        type_name = error.get("type") if kind != "strict" else None
+        message = f"{lead}: {type_name}: {detail}" if type_name else f"{lead}: {detail}"
+    out.problem(where, line, message)
+
+
+def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output) -> None:
+    """Render each successful result (with its measurements attached) as an offline HTML file.
+
+    One result goes to ``path`` itself; several go to ``<stem>.<target>.html`` beside it, so no
+    report overwrites another. Write errors are reported like any other problem (exit status 1).
+    """
+    from torchscan_lsp.engine.html import render_report
+
+    for entry in results:
+        target_path = path if len(results) == 1 else path.with_name(f"{path.stem}.{entry['target']}{path.suffix}")
+        job = build_render_job(root, entry["report"], entry.get("measurements"))
+        try:
+            render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}", **job["measurements"])
+        except (OSError, ValueError) as error:
+            out.problem(str(target_path), None, f"cannot write the HTML report: {error}")
+            continue
+        print(f"wrote {target_path}", file=out.err, flush=True)
+
+
+def print_table(stdout: TextIO, shown: str, target: Any, result: dict[str, Any]) -> None:
+    from torchscan_lsp.engine.table import format_diagnostics, format_info
+
+    title = f"{shown}:{target.line}: {target.name}"
+    print(title, file=stdout)
+    report = result["report"]
+    print(format_info(report, diagnostics_footer=False), file=stdout)
+    for line in format_diagnostics(report.get("diagnostics") or []):
+        print(line, file=stdout)
+    measurements = result.get("measurements") or {}
+    for line in _measurement_lines(measurements):
+        print(line, file=stdout)
+    print(file=stdout)
+
+
+def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, report in measurements.items():
+        if not isinstance(report, dict):
+            continue
+        if "error" in report and isinstance(report["error"], dict):
+            err = report["error"]
+            lines.append(f"{name}: unavailable ({err.get('type')}: {err.get('message')})")
+            continue
+        if name == "memory":
+            peak = report.get("peak_bytes")
+            delta = report.get("delta_bytes")
+            if isinstance(peak, int):
+                lines.append(
+                    f"Peak memory ({report.get('device')}): {fmt.byte_size(peak)}"
+                    + (f" (+{fmt.byte_size(delta)} over baseline)" if isinstance(delta, int) else "")
+                )
+            continue
+        totals = report.get("totals") or {}
+        for key, label in (
+            ("latency", "Latency (median)"),
+            ("latency_iqr", "Latency IQR"),
+            ("first_call_latency", "First call"),
+            ("model_latency", "Model latency"),
+            ("layer_latency_sum", "Sum of layer latencies"),
+        ):
+            metric = totals.get(key)
+            if isinstance(metric, dict) and metric_value(metric) is not None:
+                lines.append(f"{label}: {fmt.metric_text(metric, 'seconds')}")
+    return lines

@@ -1,0 +1,214 @@
+"""The messages that cross a process boundary: jobs, results, failures, source maps, and the
+warm parent's requests and events (docs/architecture.md, "The worker job protocol").
+
+One table of message types read by both sides, as plain TypedDicts over JSON: the session writes
+jobs and reads results; the worker reads jobs and writes results; the server side of the warm pool
+writes :class:`WarmRequest` lines and reads :class:`WarmEvent` lines. :func:`failure` is the one
+builder of a failed result, whoever fails (the worker's steps, its entry point, the supervisor
+that stopped it). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NotRequired, TypedDict
+
+from torchscan_lsp.contract.report import AnalysisReport
+
+__all__ = [
+    "ERROR_KINDS",
+    "MEASUREMENT_KINDS",
+    "Job",
+    "RenderJob",
+    "ErrorInfo",
+    "Site",
+    "ModuleSite",
+    "OperatorSite",
+    "SourceMap",
+    "Result",
+    "WarmRequest",
+    "WarmEvent",
+    "analysis_job",
+    "render_job",
+    "failure",
+]
+
+#: What a failed result's ``error.kind`` can be: a step of the job (``import``, ``options``,
+#: ``factory``, ``result``, ``forward``, ``strict``) or how the process was stopped.
+ERROR_KINDS = ("import", "options", "factory", "result", "forward", "strict", "timeout", "memory", "crash",
+               "cancelled")
+
+#: Measurements a job may ask for besides the analysis.
+MEASUREMENT_KINDS = ("latency", "memory", "layer_latency")
+
+
+class Job(TypedDict):
+    """One analysis: the target ``target`` of ``file`` (absolute) under ``workspace_root``
+    (absolute), with its engine ``options`` (``input_shape`` as JSON lists, ``dtype`` names,
+    ``device``, ``mode``, ``strict``), the buffer text to run instead of the file (``None``: the
+    file on disk) and the measurements to run after it (names from :data:`MEASUREMENT_KINDS`)."""
+
+    workspace_root: str
+    file: str
+    target: str
+    options: dict[str, Any]
+    source_text: str | None
+    measure: list[str]
+
+
+class RenderJob(TypedDict):
+    """An HTML rendering of an analysis ``report`` with the measurements to attach (by kind)."""
+
+    workspace_root: str
+    target: None
+    report: AnalysisReport | dict[str, Any]
+    measurements: dict[str, Any]
+
+
+class ErrorInfo(TypedDict):
+    """Why a job failed: ``kind`` (one of :data:`ERROR_KINDS`), the exception's type name (``None``
+    when no exception was involved), a message, and the workspace-relative file and 1-based line to
+    blame (``None`` when unknown: the target's own line is blamed then)."""
+
+    kind: str
+    type: str | None
+    message: str
+    file: str | None
+    line: int | None
+
+
+class Site(TypedDict):
+    """A workspace-relative file (``/`` separators) and a 1-based line."""
+
+    file: str
+    line: int
+
+
+class ModuleSite(TypedDict):
+    """Where one module call of the report was built and called (``None``: no workspace frame)."""
+
+    path: str
+    call_index: int
+    type: str
+    defined_at: Site | None
+    called_at: Site | None
+
+
+class OperatorSite(TypedDict):
+    """Operators one workspace line dispatched while one module call was the innermost: ``flops``
+    is ``None`` for an operator without a formula, ``ignored`` the reason one needs none, and
+    ``module`` the innermost module call's path (``None`` outside every call)."""
+
+    file: str
+    line: int
+    operator: str
+    calls: int
+    flops: int | None
+    ignored: str | None
+    module: str | None
+
+
+class SourceMap(TypedDict):
+    """The worker's attribution of a report to source lines; ``modules`` match report layers by
+    ``(path, call_index)``."""
+
+    modules: list[ModuleSite]
+    operators: list[OperatorSite]
+
+
+class Result(TypedDict, total=False):
+    """What a job returns. ``ok`` true: ``report``, ``source_map``, optional ``measurements`` (by
+    kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``.
+    ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
+    ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
+    the process printed anything."""
+
+    ok: bool
+    target: str | None
+    report: AnalysisReport | dict[str, Any]
+    source_map: SourceMap
+    measurements: dict[str, Any]
+    imported_files: list[str]
+    elapsed_s: float
+    error: ErrorInfo
+    log_tail: str
+    path: str
+
+
+class WarmRequest(TypedDict):
+    """A line the server writes to a warm parent: fork a child for the job at ``job``, which writes
+    its result to ``result`` and its output to ``log``, runs in ``cwd`` under ``memory_mb``; ``id``
+    (added when the line is sent) names the request in the events that answer it."""
+
+    id: NotRequired[int]
+    job: str
+    result: str
+    log: str
+    cwd: str
+    memory_mb: float | None
+
+
+class WarmEvent(TypedDict, total=False):
+    """A line a warm parent writes: ``ready`` (with its ``pid``) or ``failed`` (``message``) once,
+    then per request ``started`` (``id``, the child's ``pid``) and ``exited`` (``id``, ``pid``,
+    ``status`` as :func:`os.waitstatus_to_exitcode` gives it, or ``None`` with a ``message`` when
+    the fork failed)."""
+
+    event: Literal["ready", "failed", "started", "exited"]
+    id: int
+    pid: int | None
+    status: int | None
+    message: str
+
+
+def analysis_job(
+    workspace_root: str,
+    file: str,
+    target: str,
+    options: Mapping[str, Any],
+    *,
+    source_text: str | None = None,
+    measure: Iterable[str] = (),
+) -> Job:
+    """Build a :class:`Job`; ``measure`` keeps its first-seen order without repeats."""
+    return {
+        "workspace_root": workspace_root,
+        "file": file,
+        "target": target,
+        "options": dict(options),
+        "source_text": source_text,
+        "measure": list(dict.fromkeys(measure)),
+    }
+
+
+def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
+    """Build a :class:`RenderJob` for ``report`` with the measurements to attach."""
+    return {"workspace_root": workspace_root, "target": None, "report": dict(report),
+            "measurements": dict(measurements or {})}
+
+
+def failure(
+    target: str | None,
+    kind: str,
+    message: str,
+    *,
+    type_name: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    imported_files: Iterable[str] = (),
+    log_tail: str = "",
+) -> Result:
+    """A failed :class:`Result` of the job for ``target``: the one builder every side uses.
+
+    ``kind`` is one of :data:`ERROR_KINDS`; ``file`` and ``line`` the workspace file and line to
+    blame, when known. ``log_tail`` is added only when not empty.
+    """
+    result: Result = {
+        "ok": False,
+        "target": target,
+        "error": {"kind": kind, "type": type_name, "message": message, "file": file, "line": line},
+        "imported_files": list(imported_files),
+    }
+    if log_tail:
+        result["log_tail"] = log_tail
+    return result

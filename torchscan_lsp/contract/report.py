@@ -1,0 +1,188 @@
+"""The analysis report (schema version 1): diagnostics, layer records, the report, strict mode,
+and the totals of a module's subtree.
+
+Reports are plain JSON-safe dicts (``json.loads(json.dumps(report)) == report``); the schema is
+docs/report-schema.md. Nothing here imports torch, so the language server reads reports through
+the same types the engine writes them with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypedDict
+
+from torchscan_lsp.contract.metrics import (
+    METHOD_MODULE_FORMULA,
+    STATUS_COMPLETE,
+    MetricResult,
+    aggregate,
+    not_counted,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SEVERITIES",
+    "EXECUTION_MODE",
+    "PACKAGE",
+    "MODULE_FORMULA_METRICS",
+    "Diagnostic",
+    "LayerReport",
+    "AnalysisReport",
+    "make_diagnostic",
+    "IncompleteAnalysisError",
+    "layer_key",
+    "in_subtree",
+    "subtree_total",
+]
+
+#: Version of the wire schema; independent of the package version. Readers reject other versions.
+SCHEMA_VERSION = 1
+
+SEVERITIES = ("warning", "error")
+
+#: The only execution mode of ``crawl_module``: evaluation mode with gradients disabled.
+EXECUTION_MODE = "evaluation_no_grad"
+
+#: The distribution name reports carry in ``context["package"]``.
+PACKAGE = "torchscan-lsp"
+
+#: The per-call metrics module formulas compute, with their units.
+MODULE_FORMULA_METRICS = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
+
+
+class _DiagnosticBase(TypedDict):
+    code: str
+    severity: Literal["warning", "error"]
+    metric: str
+    message: str
+
+
+class Diagnostic(_DiagnosticBase, total=False):
+    """What made a metric incomplete. Module diagnostics carry ``path``; operator ones ``operator``."""
+
+    path: str
+    operator: str
+
+
+class LayerReport(TypedDict):
+    """One module call: identity ``(path, call_index)``, value metadata of its input and output,
+    its own parameters and buffers (each tensor counted in the first call that saw it), and its
+    metric objects by name."""
+
+    path: str
+    call_index: int
+    name: str
+    depth: int
+    type: str
+    input: dict[str, Any]
+    output: dict[str, Any]
+    parameters: dict[str, Any]
+    buffers: dict[str, Any]
+    metrics: dict[str, MetricResult]
+
+
+class AnalysisReport(TypedDict):
+    """What ``crawl_module`` returns."""
+
+    schema_version: int
+    context: dict[str, Any]
+    inputs: dict[str, Any]
+    layers: list[LayerReport]
+    operator_flops: dict[str, Any]
+    totals: dict[str, MetricResult]
+    diagnostics: list[Diagnostic]
+
+
+def make_diagnostic(
+    code: str,
+    metric: str,
+    message: str,
+    *,
+    path: str | None = None,
+    operator: str | None = None,
+    severity: str = "warning",
+) -> Diagnostic:
+    """Build a :class:`Diagnostic`; pass ``path`` for a module, ``operator`` for an operator."""
+    diag: dict[str, Any] = {"code": code, "severity": severity, "metric": metric}
+    if path is not None:
+        diag["path"] = path
+    if operator is not None:
+        diag["operator"] = operator
+    diag["message"] = message
+    return diag  # type: ignore[return-value]
+
+
+def _incomplete_names(report: Mapping[str, Any]) -> list[str]:
+    names = {
+        name
+        for name, metric in (report.get("totals") or {}).items()
+        if isinstance(metric, dict) and metric.get("status") != STATUS_COMPLETE
+    }
+    names.update(
+        diag["metric"] for diag in report.get("diagnostics") or () if isinstance(diag, dict) and "metric" in diag
+    )
+    return sorted(names)
+
+
+class IncompleteAnalysisError(RuntimeError):
+    """Raised by strict analyses whose report is not complete. ``.report`` holds the full report.
+
+    The message is ``Analysis is incomplete for: <names>.``: the sorted union of the totals that
+    are not complete and of the diagnostics' metrics (``unknown metrics`` when both are empty).
+    """
+
+    def __init__(self, report: AnalysisReport | dict[str, Any]) -> None:
+        self.report = report
+        names = _incomplete_names(report)
+        super().__init__(f"Analysis is incomplete for: {', '.join(names) if names else 'unknown metrics'}.")
+
+    def __reduce__(self):  # keep the report when pickled (worker processes send errors back)
+        return (type(self), (self.report,))
+
+
+def layer_key(layer: Mapping[str, Any]) -> tuple[str, int]:
+    """A layer record's identity in its report: ``(path, call_index)``."""
+    return str(layer.get("path", "")), int(layer.get("call_index", 0) or 0)
+
+
+def in_subtree(path: str, roots: Iterable[str]) -> bool:
+    """Whether module ``path`` is one of ``roots`` or lies below one (``""`` is the root module)."""
+    for root in roots:
+        if root == "" or path == root or path.startswith(root + "."):
+            return True
+    return False
+
+
+def subtree_total(
+    layers: Iterable[Mapping[str, Any]],
+    diagnostics: Iterable[Mapping[str, Any]],
+    name: str,
+    roots: Iterable[str] = ("",),
+    *,
+    unit: str | None = None,
+    scope: str = "forward",
+    method: str = METHOD_MODULE_FORMULA,
+) -> MetricResult:
+    """The total of metric ``name`` over every call of the modules at ``roots`` and below.
+
+    The parts are the metric of each layer record in the subtree that has one, and one
+    :func:`~torchscan_lsp.contract.metrics.not_counted` part for each ``container_work``
+    diagnostic of that metric on a module of the subtree (work in a container's own ``forward``
+    that no formula saw), summed by :func:`~torchscan_lsp.contract.metrics.aggregate`: a subtree
+    that holds partial or uncounted work is partial. With ``roots=("",)`` this is the report's
+    forward total of ``name``.
+    """
+    roots = tuple(roots)
+    unit = unit or MODULE_FORMULA_METRICS.get(name, "")
+    parts: list[Mapping[str, Any]] = [
+        layer["metrics"][name]
+        for layer in layers
+        if name in (layer.get("metrics") or {}) and in_subtree(str(layer.get("path", "")), roots)
+    ]
+    parts += [
+        not_counted(unit, scope, method)
+        for diag in diagnostics
+        if diag.get("code") == "container_work" and diag.get("metric") == name
+        and diag.get("path") is not None and in_subtree(str(diag["path"]), roots)
+    ]
+    return aggregate(parts, unit=unit, scope=scope, method=method)

@@ -1,0 +1,87 @@
+"""Texts and identifiers the LSP features share, so that no feature imports another: command
+ids (docs/server.md), the stale-result note, why a target was not analysed or failed, and the
+custom status notification's method."""
+
+from __future__ import annotations
+
+from torchscan_lsp.session.state import TargetState
+
+__all__ = [
+    "REANALYSE",
+    "SHOW_REPORT",
+    "MEASURE_LATENCY",
+    "MEASURE_MEMORY",
+    "COMMANDS",
+    "STATUS_METHOD",
+    "STALE_NOTE",
+    "STALE_MARK",
+    "allow_setting",
+    "untrusted_message",
+    "error_message",
+]
+
+# The project writes "analyse"; the command id keeps the spelling editors' key bindings and the
+# shipped clients already use (docs/server.md, "Commands").
+REANALYSE = "torchscan.reanalyze"
+SHOW_REPORT = "torchscan.showReport"
+MEASURE_LATENCY = "torchscan.measureLatency"
+MEASURE_MEMORY = "torchscan.measureMemory"
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY)
+
+STATUS_METHOD = "torchscan/status"
+"""The custom notification the server sends after every state change (docs/server.md)."""
+
+STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
+STALE_MARK = " (stale)"
+"""Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
+
+# How a user of each editor allows execution, by the client's name (``clientInfo.name``, lower
+# case): the shipped Neovim and Emacs configurations take the setting under names of their own.
+_HOW_TO_ALLOW = {
+    "neovim": "Neovim has no workspace trust: set allow_execution = true in require('torchscan').setup{...} "
+              "(the server setting torchscan.allowExecution)",
+    "emacs": "Emacs has no workspace trust: set the variable torchscan-allow-execution to t "
+             "(the server setting torchscan.allowExecution)",
+}
+_HOW_TO_ALLOW["eglot"] = _HOW_TO_ALLOW["emacs"]
+_SETTING_NAMES = {"neovim": "allow_execution", "emacs": "torchscan-allow-execution", "eglot": "torchscan-allow-execution"}
+_GENERIC_ALLOW = ("Trust the workspace in your editor, or set torchscan.allowExecution to true "
+                  "(Neovim plugin: allow_execution = true; Emacs: torchscan-allow-execution)")
+
+
+def allow_setting(client: str | None = None) -> str:
+    """The name under which the user of ``client`` allows execution (short, for a status line)."""
+    return _SETTING_NAMES.get((client or "").lower(), "torchscan.allowExecution")
+
+
+def untrusted_message(client: str | None = None) -> str:
+    """Why a target was not analysed, and how the user of ``client`` (the name the client gave
+    in ``initialize``; ``None`` when unknown) allows it."""
+    how = _HOW_TO_ALLOW.get((client or "").lower(), _GENERIC_ALLOW)
+    return f"torchscan does not run code of an untrusted workspace, so this target was not analysed. {how}."
+
+
+_ERROR_ADVICE = {
+    "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
+    "options": "the target's options are not valid; fix the pragma or decorator",
+    "factory": "the factory raised while building the model",
+    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension), "
+               "dtype and device, or return (model, args) from the factory",
+    "result": "the factory did not return a model",
+    "strict": "strict mode refused an incomplete analysis; count what is missing or drop strict=True",
+    "timeout": "the analysis did not finish in time",
+    "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
+    "crash": "the worker process crashed",
+    "cancelled": "the analysis was cancelled",
+}
+
+
+def error_message(state: TargetState) -> str:
+    """The message of a failed analysis: target, what went wrong, the exception, what to change."""
+    error = (state.error or {}).get("error") or {}
+    kind = error.get("kind") or "crash"
+    exception = f"{error['type']}: {error.get('message', '')}" if error.get("type") else error.get("message", "")
+    message = f"{state.key.name}: {_ERROR_ADVICE.get(kind, kind)}: {exception}".rstrip(": ")
+    if state.view is not None:
+        message += " (the hints shown are from the last successful analysis, marked stale)"
+    return message

@@ -1,0 +1,77 @@
+"""The one place a worker job is built, for the editor, ``check`` and ``scan`` alike.
+
+A target's options come in three layers, later ones winning: the workspace's
+``[tool.torchscan-lsp]`` defaults, the ``torchscan.device`` setting (which itself defaults to the
+table's ``device``), and the target's own pragma or decorator options. ``measure`` and ``timeout``
+are lifted out of the options into the job: the measurements join the ones asked for, and the
+time limit is the target's ``timeout``, else the ``torchscan.timeoutSeconds`` setting (which
+defaults to the table's ``timeout``). The memory limit and the interpreter are the settings'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from torchscan_lsp.contract.messages import Job, RenderJob, analysis_job, render_job
+from torchscan_lsp.session.settings import Settings
+
+__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "timing_asked"]
+
+JOB_ONLY_OPTIONS = ("measure", "timeout")
+"""Target options that shape the job rather than the analysis."""
+
+TIMING = frozenset({"latency", "layer_latency"})
+"""Measurements that time the model: jobs asking for one run alone, never beside another job."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How one job runs: its interpreter (``None``: this one), wall-clock limit in seconds and
+    memory limit in MiB."""
+
+    python: str | None
+    timeout_s: float
+    memory_mb: float
+
+
+def build_job(
+    root: str,
+    path: str,
+    target: Any,
+    defaults: Mapping[str, Any],
+    settings: Settings,
+    *,
+    measure: Iterable[str] = (),
+    source_text: str | None = None,
+) -> tuple[Job, Limits]:
+    """The job for ``target`` (a :class:`~torchscan_lsp.targets.Target`: ``name``, ``options``)
+    of the file at ``path`` under ``root``, and its limits.
+
+    ``source_text``, when given, is what the worker runs instead of the file on disk (an unsaved
+    buffer).
+    """
+    own = dict(getattr(target, "options", {}) or {})
+    options: dict[str, Any] = dict(defaults)
+    options["device"] = settings.device
+    options.update(own)
+    wanted = [*(options.get("measure") or []), *measure]
+    job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
+                       source_text=source_text, measure=wanted)
+    limits = Limits(settings.python, float(own.get("timeout") or settings.timeoutSeconds), settings.memoryLimitMb)
+    return job, limits
+
+
+def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
+    """Whether the measurements asked for, or any target's own ``measure`` option, time a model."""
+    if TIMING & set(measure):
+        return True
+    return any(TIMING & set((getattr(t, "options", {}) or {}).get("measure") or ()) for t in targets)
+
+
+def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
+    """The job that renders ``report`` as HTML with its latency, per-layer latency and memory
+    measurements attached (those that did not fail)."""
+    attached = {name: m for name, m in (measurements or {}).items()
+                if name in ("latency", "layer_latency", "memory") and isinstance(m, dict) and "error" not in m}
+    return render_job(root, report, attached)

@@ -1,0 +1,36 @@
+"""What a target's latest measurements say, read the same way by every front end."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from torchscan_lsp.contract.metrics import MetricResult, aggregate, metric_value
+from torchscan_lsp.contract.report import in_subtree
+from torchscan_lsp.session.state import TargetState
+
+__all__ = ["model_latency", "layer_latency"]
+
+
+def model_latency(state: TargetState) -> dict | None:
+    """The whole model's measured latency (a metric in seconds) from the last "Measure latency":
+    the latency report's ``latency``, else the per-layer report's ``model_latency``; ``None``
+    without a number."""
+    for kind, name in (("latency", "latency"), ("layer_latency", "model_latency")):
+        report = state.measurements.get(kind)
+        metric = report.get("totals", {}).get(name) if isinstance(report, dict) else None
+        if metric_value(metric) is not None:
+            return metric
+    return None
+
+
+def layer_latency(state: TargetState, paths: Iterable[str]) -> MetricResult | None:
+    """Summed per-layer latency (a metric in seconds) of the module calls at ``paths`` and below,
+    from the target's last "Measure latency" (``measurements.layer_latency``), by the contract's
+    one rule (a call not timed makes the sum a lower bound); ``None`` without such a record."""
+    report = state.measurements.get("layer_latency")
+    if not isinstance(report, dict) or not report.get("layers"):
+        return None
+    roots = tuple(paths)
+    parts = [r["metrics"]["latency"] for r in report["layers"]
+             if in_subtree(str(r.get("path", "")), roots) and (r.get("metrics") or {}).get("latency")]
+    return aggregate(parts, unit="seconds", scope="forward") if parts else None

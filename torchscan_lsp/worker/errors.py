@@ -1,0 +1,139 @@
+"""A job's errors: each step fails with a :class:`JobError` of its kind, placed at the innermost
+frame of the traceback that lies inside the workspace, else at the target (its annotation for an
+options error, its ``def``/``class`` line otherwise); :class:`Blame` knows where that is."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
+
+__all__ = ["JobError", "Blame", "incomplete_message", "mismatch_advice"]
+
+
+class JobError(Exception):
+    """A failure of one step of the job, with its kind and where it happened."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        type_name: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+    ):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.type_name = type_name
+        self.file = file
+        self.line = line
+
+
+@dataclass
+class Blame:
+    """Where a job's errors are placed when no workspace frame says better.
+
+    Attributes:
+        workspace: the job's workspace (its files are the ones a traceback may name).
+        rel_file: the target's file, workspace-relative.
+        target_line: the target's ``def``/``class`` line, once known.
+        annotation_line: its pragma's or decorator's line, once known.
+        recorder: the job's source recorder, once it exists (it reads tracebacks).
+    """
+
+    workspace: Workspace
+    rel_file: str | None
+    target_line: int | None = None
+    annotation_line: int | None = None
+    recorder: SourceRecorder | None = None
+
+    def options_error(self, message: str, type_name: str = "OptionError") -> JobError:
+        """An ``options`` error at the target's annotation."""
+        line = self.annotation_line if self.annotation_line is not None else self.target_line
+        return JobError("options", message, type_name=type_name, file=self.rel_file, line=line)
+
+    def error_from(self, kind: str, error: BaseException) -> JobError:
+        """A :class:`JobError` of ``kind`` located at the innermost workspace frame of ``error``.
+
+        Without such a frame the error points at the target: its annotation for an options error,
+        its ``def``/``class`` line otherwise.
+        """
+        location = None
+        if isinstance(error, SyntaxError) and error.filename:
+            rel = self.workspace.relative(error.filename)
+            if rel is not None and error.lineno:
+                location = {"file": rel, "line": error.lineno}
+        if location is None:
+            recorder = self.recorder or SourceRecorder(self.workspace)
+            location = recorder.location_of_traceback(error.__traceback__)
+        if location is None:
+            line = self.target_line
+            if kind == "options" and self.annotation_line is not None:
+                line = self.annotation_line
+            location = {"file": self.rel_file, "line": line}
+        return JobError(kind, _exception_message(error), type_name=type(error).__name__,
+                        file=location["file"], line=location["line"])
+
+
+_MISMATCH = re.compile(
+    r"dtype|scalar type|Input type|weight type|bias type|same device|device type|on device",
+    re.IGNORECASE,
+)
+"""Error messages of a forward that mixed dtypes or devices (PyTorch has no exception type for it)."""
+
+_INCOMPLETE_SHOWN = 5
+"""How many of the uncounted items a strict error names before summarising the rest."""
+
+
+def incomplete_message(report: Any) -> str:
+    """What a strict analysis did not count: each distinct diagnostic as ``code in 'path'`` or
+    ``code operator`` (with the operators of ``container_work``), else the incomplete totals."""
+    items: list[str] = []
+    for diag in report.get("diagnostics") or ():
+        if not isinstance(diag, dict):
+            continue
+        code = diag.get("code") or "diagnostic"
+        if diag.get("operator"):
+            item = f"{code} {diag['operator']}"
+        else:
+            item = f"{code} in '{diag.get('path') or ''}'" if diag.get("path") else f"{code} in the root module"
+        message = str(diag.get("message") or "")
+        if code == "container_work" and ": " in message:
+            # the message ends with the operators: "...: aten.relu x1, aten.add x2."
+            item += f" ({message.rsplit(': ', 1)[1].rstrip('.').replace(' x', ' ×')})"
+        if item not in items:
+            items.append(item)
+    if not items:
+        totals = report.get("totals") or {}
+        items = [
+            f"{name} is {metric.get('status')}"
+            for name, metric in totals.items()
+            if isinstance(metric, dict) and metric.get("status") != "complete"
+            and metric.get("method") != "not_requested"
+        ]
+    shown = "; ".join(items[:_INCOMPLETE_SHOWN]) or "unknown metrics"
+    if len(items) > _INCOMPLETE_SHOWN:
+        shown += f"; and {len(items) - _INCOMPLETE_SHOWN} more"
+    return (f"analysis is incomplete: {shown} (strict=True makes this an error; the report's "
+            "diagnostics list everything)")
+
+
+def mismatch_advice(message: str) -> str:
+    """``message`` of a failed forward, with advice when it reads as a dtype or device mismatch."""
+    if not _MISMATCH.search(message):
+        return message
+    return (message + "; check input_shape, dtype and device: the inputs' dtype and device must match "
+            "the model's (the target's dtype and device options, or the inputs its factory returns)")
+
+
+def _exception_message(error: BaseException) -> str:
+    if isinstance(error, SyntaxError):
+        return f"{error.msg}" if error.msg else "invalid syntax"
+    text = str(error)
+    if isinstance(error, KeyError) and error.args:
+        text = repr(error.args[0])
+    return text or type(error).__name__
