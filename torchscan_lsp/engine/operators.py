@@ -257,8 +257,7 @@ _SKIPPED = frozenset(
         )
     )
     if op is not None
-    # prim.device reaches a mode only from a tensor subclass that answers .device in Python
-    # (FakeTensor, in a training-step estimate): a runtime query, not an executed operator
+    # prim.device reaches a mode only from a subclass that answers .device in Python (FakeTensor)
 ) | frozenset([torch.ops.prim.layout.default, torch.ops.prim.device.default])
 _DEVICE_OP = torch.ops.prim.device.default
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
