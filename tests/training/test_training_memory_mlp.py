@@ -128,8 +128,8 @@ def test_side_by_side_with_a_budget():
     assert [c["category"] for c in budget["largest_categories"]] == ["optimizer_state", "parameters", "gradients"]
     (warning,) = [d for d in report["diagnostics"] if d["code"] == "training_memory_over_budget"]
     assert warning["severity"] == "warning"
-    assert "exceeds the memory budget of 2.0 MiB" in warning["message"]
-    assert "optimizer state 1.5 MiB" in warning["message"] and "in the optimizer step" in warning["message"]
+    assert "exceeds the memory budget of 2.00 MiB" in warning["message"]
+    assert "optimizer state 1.50 MiB" in warning["message"] and "in the optimizer step" in warning["message"]
     assert report["flops"]["totals"]["training_flops"]["status"] == "complete"
     fits = analyse_training_step(mlp, train={"batch": 32}, **OPTIONS, memory_budget="1 GiB", measure=False)
     assert fits["memory"]["budget"]["fits"] is True

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
+from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.engine._measuring import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
 from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
@@ -37,13 +38,6 @@ AGREEMENT_TOLERANCE = 0.01
 
 class _Skipped(Exception):
     """A method that does not apply here (no error of the model)."""
-
-
-def _size(value: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value} B"
 
 
 def _unavailable(method: str, reason: str) -> dict[str, Any]:
@@ -97,9 +91,9 @@ def _budget(budget: int, memory: dict[str, Any], target: str) -> tuple[dict[str,
               "headroom_bytes": budget - peak, "largest_categories": [{"category": n, "bytes": s} for n, s in largest]}
     if peak <= budget:
         return record, []
-    named = ", ".join(f"{name.replace('_', ' ')} {_size(size)}" for name, size in largest)
+    named = ", ".join(f"{name.replace('_', ' ')} {byte_size(size)}" for name, size in largest)
     when = f" (in the {phase.replace('_', ' ')})" if phase else ""
-    message = f"the training step's {compared}, {_size(peak)}{when}, exceeds the memory budget of {_size(budget)}; largest: {named}."
+    message = f"the training step's {compared}, {byte_size(peak)}{when}, exceeds the memory budget of {byte_size(budget)}; largest: {named}."
     return record, [make_diagnostic("training_memory_over_budget", "training_memory", message)]
 
 

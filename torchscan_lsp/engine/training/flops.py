@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from torchscan_lsp.contract.metrics import aggregate
 from torchscan_lsp.engine.operators import IGNORED_OPERATORS, OperatorCounter
 from torchscan_lsp.engine.report import METHOD_FLOP_COUNTER, MetricResult, metric_result
 
-__all__ = ["TrainingFlopCounter", "FLOP_PHASES", "add_metrics"]
+__all__ = ["TrainingFlopCounter", "FLOP_PHASES"]
 
 #: The phases whose operators are counted.
 FLOP_PHASES = ("forward", "backward")
@@ -37,15 +38,6 @@ def _metric(known: int, complete: bool) -> MetricResult:
     status = "complete" if complete else "partial"
     return metric_result(status=status, value=known if complete else None, known_value=known, unit="FLOPs",
                          scope="workload", method=METHOD_FLOP_COUNTER)
-
-
-def add_metrics(first: MetricResult, second: MetricResult) -> MetricResult:
-    """The sum of two FLOP metrics: ``complete`` only if both are, ``unavailable`` if either is."""
-    if "unavailable" in (first["status"], second["status"]):
-        return metric_result(status="unavailable", unit="FLOPs", scope=first["scope"], method=first["method"])
-    known = first["known_value"] + second["known_value"]
-    complete = first["status"] == second["status"] == "complete"
-    return {**_metric(known, complete), "scope": first["scope"]}
 
 
 class TrainingFlopCounter:
@@ -122,7 +114,8 @@ class TrainingFlopCounter:
 
     def report(self) -> dict[str, Any]:
         """The training FLOPs: ``totals`` (``forward_flops``, ``backward_flops``, ``training_flops``),
-        ``by_module`` (path -> the same three metrics), ``phases`` (each phase's ``FlopReport``:
+        ``by_module`` (path -> the same three metrics; ``training_flops`` is their sum by the contract's
+        ``aggregate``: ``complete`` only when both phases are), ``phases`` (each phase's ``FlopReport``:
         ``by_operator``, ``ignored_operators``, ``diagnostics``) and ``diagnostics`` (each phase's
         ``uncounted_operator`` diagnostics, their ``metric`` naming the phase)."""
         totals: dict[str, MetricResult] = {}
@@ -142,13 +135,13 @@ class TrainingFlopCounter:
             for label in uncounted:
                 if label != "Global":
                     modules[self._path(label)].setdefault(key, _metric(0, False))
-        totals["training_flops"] = add_metrics(totals["forward_flops"], totals["backward_flops"])
+        totals["training_flops"] = aggregate((totals["forward_flops"], totals["backward_flops"]))
         by_module: dict[str, dict[str, MetricResult]] = {}
         for path in sorted(modules):
             record = modules[path]
             for key in ("forward_flops", "backward_flops"):
                 # a counted phase that ran no operator under this module: 0, complete
                 record.setdefault(key, _metric(0, True) if totals[key]["status"] != "unavailable" else totals[key])
-            record["training_flops"] = add_metrics(record["forward_flops"], record["backward_flops"])
+            record["training_flops"] = aggregate((record["forward_flops"], record["backward_flops"]))
             by_module[path] = {key: record[key] for key in ("forward_flops", "backward_flops", "training_flops")}
         return {"totals": totals, "by_module": by_module, "phases": dict(self.reports), "diagnostics": diagnostics}
