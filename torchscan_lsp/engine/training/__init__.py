@@ -12,7 +12,7 @@ docs/measurement.md ("Training step") explains both methods, what each counts an
 from torchscan_lsp.engine.training.analysis import AGREEMENT_TOLERANCE, analyse_training_step
 from torchscan_lsp.engine.training.estimate import estimate_training_memory
 from torchscan_lsp.engine.training.measured import measure_training_memory
-from torchscan_lsp.engine.training.options import TrainOptions, parse_bytes, parse_train_options
+from torchscan_lsp.contract.training import TrainOptions, parse_bytes, parse_train_options
 from torchscan_lsp.engine.training.step import TrainingStep, build_training_step
 
 __all__ = [

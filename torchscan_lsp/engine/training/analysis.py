@@ -28,7 +28,7 @@ from torchscan_lsp.engine._measuring import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
 from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
-from torchscan_lsp.engine.training.options import parse_bytes, parse_train_options
+from torchscan_lsp.contract.training import parse_bytes, parse_train_options
 
 __all__ = ["AGREEMENT_TOLERANCE", "analyse_training_step"]
 

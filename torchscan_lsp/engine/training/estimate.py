@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_flatten
 
 from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
-from torchscan_lsp.engine.training.options import parse_train_options
+from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
 __all__ = ["METHOD_MEM_TRACKER", "estimate_training_memory", "track_step"]

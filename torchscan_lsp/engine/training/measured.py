@@ -24,7 +24,7 @@ import torch
 from torchscan_lsp.engine.memory import measure_peak_memory
 from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
-from torchscan_lsp.engine.training.options import parse_train_options
+from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import build_training_step
 
 __all__ = ["METHOD_MEASURED", "measure_training_memory"]

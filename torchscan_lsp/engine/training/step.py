@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from torchscan_lsp.engine.training.options import TrainOptions
+from torchscan_lsp.contract.training import TrainOptions
 
 __all__ = ["PHASES", "TrainingStep", "build_training_step", "resolve_foreach", "sum_of_outputs"]
 

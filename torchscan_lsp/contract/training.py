@@ -1,7 +1,8 @@
-"""The options of a training step, and byte sizes such as ``"24 GiB"``.
+"""The options of a training step, and byte sizes such as ``"24 GiB"`` (standard library only).
 
 ``train={"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}`` in a target's options reaches
-:func:`parse_train_options`, which checks every key and value and returns a :class:`TrainOptions`.
+:func:`parse_train_options`, which checks every key and value and returns a :class:`TrainOptions`:
+the source reader validates a pragma with it (no torch), the engine builds the step from it.
 Errors are ``ValueError`` (``TypeError`` for a value of the wrong type) naming the bad option and
 what to write instead. The names follow PyTorch: the optimizer's own keyword arguments (``lr``,
 ``betas``, ``eps``, ``weight_decay``, ``momentum``, ``dampening``, ``nesterov``, ``amsgrad``,
