@@ -29,7 +29,7 @@ OPTIMIZERS: dict[str, tuple[str, ...]] = {
 }
 _OPTIMIZER_KEYS = tuple(dict.fromkeys(key for keys in OPTIMIZERS.values() for key in keys))
 #: Every key of ``train={...}``: the step's own, then the optimizers' keyword arguments.
-TRAIN_OPTIONS = ("optimizer", "batch", "dtype", "autocast", *_OPTIMIZER_KEYS)
+TRAIN_OPTIONS = ("optimizer", "batch", "dtype", "autocast", "device", *_OPTIMIZER_KEYS)
 
 #: Floating-point dtypes a step can train in (parameters and generated floating inputs).
 TRAIN_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -43,6 +43,8 @@ _HELP = {
     "dtype": 'None (default: the factory\'s) or the dtype of parameters and floating inputs: "float32", '
     '"bfloat16", "float16" or "float64"',
     "autocast": 'None (default) or the dtype of torch.autocast\'s lower precision: "bfloat16" or "float16"',
+    "device": 'the device the step is for, e.g. "cuda" (default: the target\'s device); the step is measured '
+    "there when this process has it, and estimated for it in any case",
     "lr": "a positive number", "eps": "a positive number", "weight_decay": "a number >= 0",
     "betas": "two numbers in [0, 1), e.g. (0.9, 0.999)", "momentum": "a number >= 0",
     "dampening": "a number >= 0", "nesterov": "True or False", "amsgrad": "True or False",
@@ -62,6 +64,8 @@ class TrainOptions:
         dtype: the dtype name the model and every floating input are cast to, or ``None`` to keep
             the factory's.
         autocast: the ``torch.autocast`` dtype name, or ``None`` for no autocast.
+        device: the device the step is for (``"cuda"``, ``"cuda:1"``, ``"cpu"``), or ``None`` for the
+            analysis's own.
     """
 
     optimizer: str = "adamw"
@@ -69,6 +73,7 @@ class TrainOptions:
     batch: int | None = None
     dtype: str | None = None
     autocast: str | None = None
+    device: str | None = None
 
     @property
     def foreach(self) -> bool | None:
@@ -79,7 +84,7 @@ class TrainOptions:
         """The options as JSON-safe values (``betas`` as a list)."""
         options = {key: list(value) if isinstance(value, tuple) else value for key, value in self.optimizer_options.items()}
         return {"optimizer": self.optimizer, "optimizer_options": options, "batch": self.batch, "dtype": self.dtype,
-                "autocast": self.autocast}
+                "autocast": self.autocast, "device": self.device}
 
 
 def _error(name: str, value: Any, kind: type[Exception] = ValueError) -> Exception:
@@ -175,9 +180,13 @@ def parse_train_options(value: Mapping[str, Any] | TrainOptions | None) -> Train
     autocast = value.get("autocast")
     if autocast is not None:
         autocast = _dtype_name("autocast", autocast, AUTOCAST_DTYPES)
-    return TrainOptions(optimizer, options, batch, dtype, autocast)
+    device = value.get("device")
+    if device is not None and (not isinstance(device, str) or not _DEVICE_RE.match(device)):
+        raise _error("device", device, TypeError if not isinstance(device, str) else ValueError)
+    return TrainOptions(optimizer, options, batch, dtype, autocast, device)
 
 
+_DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}

@@ -99,7 +99,7 @@ def _budget(budget: int, memory: dict[str, Any], target: str) -> tuple[dict[str,
 
 def analyse_training_step(
     build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
-    device: str | torch.device = "cpu", memory_budget: int | str | None = None, estimate: bool = True,
+    device: str | torch.device | None = None, memory_budget: int | str | None = None, estimate: bool = True,
     measure: bool = True, custom_mapping: Any = None,
 ) -> dict[str, Any]:
     """Analyse one training step of the model ``build()`` returns.
@@ -109,7 +109,8 @@ def analyse_training_step(
         train: the ``train={...}`` options (:func:`~.options.parse_train_options`).
         input_shape, input_dtype: generated inputs, for a factory that returns only a model.
         device: where the step runs (measured) and what it is estimated for (PyTorch's default
-            ``foreach``; on ``cuda`` the budget is held against the derived CUDA allocation).
+            ``foreach``; on ``cuda`` the budget is held against the derived CUDA allocation);
+            ``None``: the ``device`` of ``train``, else ``"cpu"``.
         memory_budget: bytes, or a size such as ``"24 GiB"``: an estimate above it gets a
             ``training_memory_over_budget`` warning naming the largest categories.
         estimate, measure: which memory methods to run.
@@ -127,7 +128,7 @@ def analyse_training_step(
     """
     options = parse_train_options(train)
     budget = parse_bytes(memory_budget, name="memory_budget") if memory_budget is not None else None
-    target = torch.device(device)
+    target = torch.device(device if device is not None else options.device or "cpu")
     memory: dict[str, Any] = {}
     failures: list[BaseException] = []
     flops: dict[str, Any] | None = None
