@@ -1,5 +1,6 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency" and "Measure memory". Command names and arguments are those of docs/server.md."""
+"Measure latency", "Measure memory" and "Measure training step". Command names and arguments are
+those of docs/server.md."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.measurements import model_latency
 from torchscan_lsp.session.state import TargetState
@@ -45,7 +46,7 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
         summary_command = SHOW_REPORT if state.view is not None else REANALYSE
         for title, command in ((summary_title(state), summary_command), ("Re-analyse", REANALYSE),
                                ("Show report", SHOW_REPORT), ("Measure latency", MEASURE_LATENCY),
-                               ("Measure memory", MEASURE_MEMORY)):
+                               ("Measure memory", MEASURE_MEMORY), ("Measure training step", MEASURE_TRAINING)):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses
 
