@@ -168,3 +168,12 @@ def test_options_are_checked_before_anything_runs():
         analyse_training_step(build, train={"optimiser": "sgd"}, input_shape=(4,))
     with pytest.raises(ValueError, match="memory_budget"):
         analyse_training_step(build, input_shape=(4,), memory_budget="a lot")
+
+
+def test_a_toy_model_agrees_within_the_byte_slack():
+    # 136 bytes estimated (see tests/server/test_server_training.py); the profiler also sees a few
+    # 4-byte scalars: more than 1 % of so small a step, within the 1 KiB slack
+    report = analyse_training_step(linear, train={"optimizer": "sgd", "batch": 2}, input_shape=(4,))
+    comparison = report["memory"]["comparison"]
+    assert comparison["estimated_bytes"] == 136 and comparison["slack_bytes"] == 1024
+    assert 0 <= comparison["difference_bytes"] <= 64 and comparison["agree"] is True

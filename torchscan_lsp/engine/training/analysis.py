@@ -8,7 +8,8 @@ absent GPU cannot be measured; a model that reads tensor values cannot be faked)
 asked for failed, the first failure is raised, so a broken model is an error, not a silent blank.
 
 The comparison: where both ran, ``agree`` says whether the two peaks are within
-:data:`AGREEMENT_TOLERANCE` (1 %) of the measured one. They agree to within a few bytes when every
+:data:`AGREEMENT_TOLERANCE` (1 %) of the measured one, or :data:`AGREEMENT_SLACK_BYTES` (1 KiB),
+whichever is larger. They agree to within a few bytes when every
 byte the step allocates is an operator's output (MLPs, transformers, stride-1 convolutions on CPU);
 they differ when a kernel allocates buffers it does not return (oneDNN's backward of a strided
 convolution copies the input gradient; cuDNN and cuBLAS workspaces on CUDA), which only the
@@ -30,10 +31,13 @@ from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
 from torchscan_lsp.contract.training import parse_bytes, parse_train_options
 
-__all__ = ["AGREEMENT_TOLERANCE", "analyse_training_step"]
+__all__ = ["AGREEMENT_SLACK_BYTES", "AGREEMENT_TOLERANCE", "analyse_training_step"]
 
 #: Largest relative difference (of the measured peak) at which the two methods are said to agree.
 AGREEMENT_TOLERANCE = 0.01
+#: ... or this many bytes, whichever is larger: the profiler also sees a few scalar tensors
+#: (4 bytes each) that a small model's 1 % would not cover.
+AGREEMENT_SLACK_BYTES = 1024
 
 
 class _Skipped(Exception):
@@ -71,8 +75,10 @@ def _comparison(estimated: dict[str, Any], measured: dict[str, Any]) -> dict[str
         actual, compared = measured["memory"]["allocated_peak_bytes"], "allocated bytes (block-rounded)"
     difference = actual - estimate
     relative = difference / actual if actual else 0.0
+    allowed = max(AGREEMENT_TOLERANCE * actual, AGREEMENT_SLACK_BYTES)
     return {"compared": compared, "estimated_bytes": estimate, "measured_bytes": actual, "difference_bytes": difference,
-            "relative_difference": relative, "tolerance": AGREEMENT_TOLERANCE, "agree": abs(relative) <= AGREEMENT_TOLERANCE}
+            "relative_difference": relative, "tolerance": AGREEMENT_TOLERANCE, "slack_bytes": AGREEMENT_SLACK_BYTES,
+            "agree": abs(difference) <= allowed}
 
 
 def _budget(budget: int, memory: dict[str, Any], target: str) -> tuple[dict[str, Any], list[Any]]:
