@@ -24,7 +24,7 @@ BUDGET_S = 30.0
 
 
 def main() -> int:
-    from torchscan_lsp.engine.latency import measure_layer_latency
+    from torchscan_lsp.engine.layer_latency import measure_layer_latency
 
     model = resnet18()
     x = torch.rand(1, 3, 224, 224)
@@ -40,7 +40,12 @@ def main() -> int:
     print(f"threads: {report['threads']}  device: {report['device']} ({report['device_name']})")
     print(f"layer calls measured: {measured}/{len(report['layers'])}")
     print(f"sum of layer latencies: {layer_sum['status']} {1e3 * (layer_sum['known_value'] or 0):.2f} ms")
-    print(f"whole-model latency:    {model_latency['status']} {1e3 * (model_latency['value'] or 0):.2f} ms")
+    print(f"whole-model latency:    {model_latency['status']} {1e3 * (model_latency['value'] or 0):.2f} ms"
+          f" (IQR {1e3 * (totals['model_latency_iqr']['value'] or 0):.2f} ms)")
+    unstable = sum(1 for layer in report["layers"] if layer.get("stable") is False)
+    ratio = report["consistency"]["layer_sum_over_model"]
+    print(f"calls flagged unstable (IQR > 25% of the median): {unstable}/{len(report['layers'])}; "
+          f"layer sum / model latency: {'?' if ratio is None else f'{ratio:.2f}'}")
     print(f"per-layer latency of ResNet-18 took {elapsed:.1f} s (budget {BUDGET_S:.0f} s)")
     return 0 if elapsed < BUDGET_S else 1
 

@@ -2,11 +2,12 @@
 
 import copy
 import json
+import re
 
 import pytest
 from torch import nn
 
-from torchscan_lsp import compare_reports, crawl_module, metric_result
+from torchscan_lsp import compare_reports, crawl_module, measure_flops, measure_latency, measure_peak_memory, metric_result
 
 FORMULA = {"scope": "forward", "method": "torchscan_module_formula"}
 
@@ -155,3 +156,38 @@ def test_structure_and_full_reports_do_not_compare():
 def test_a_report_that_is_not_a_dict_is_a_type_error_naming_the_argument(before, after, name):
     with pytest.raises(TypeError, match=f"argument '{name}' must be an analysis report"):
         compare_reports(before, after)
+
+
+def _latency_report():
+    return measure_latency(lambda: None, device="cpu", min_run_time=0.001)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_latency_report, "is a latency report from measure_latency; compare latency reports with compare_benchmarks"),
+        (lambda: measure_peak_memory(lambda: None, device="cpu"), "is a peak-memory report from measure_peak_memory"),
+        (lambda: measure_flops(lambda: None), "is a FLOP report from measure_flops"),
+        (lambda: {"schema_version": 1, "kind": "layer_latency", "layers": [], "totals": {}}, "is a per-layer latency report"),
+    ],
+    ids=["latency", "memory", "flops", "layer_latency"],
+)
+def test_reports_of_other_kinds_are_refused_by_name(make, says):
+    analysis = crawl_module(nn.Linear(2, 2), (2,))
+    other = make()
+    with pytest.raises(ValueError, match=f"argument 'after' {re.escape(says)}"):
+        compare_reports(analysis, other)
+    with pytest.raises(ValueError, match="argument 'before'"):
+        compare_reports(other, analysis)
+
+
+def test_differing_torch_and_package_versions_are_flagged():
+    report = crawl_module(nn.Linear(2, 2), (2,))
+    assert compare_reports(report, report)["mismatches"] == []
+    older = copy.deepcopy(report)
+    older["context"].update(torch_version="2.12.0+cpu", torchscan_version="0.0.9")
+    assert compare_reports(older, report)["mismatches"] == [
+        {"field": "torch_version", "before": "2.12.0+cpu", "after": report["context"]["torch_version"]},
+        {"field": "torchscan_version", "before": "0.0.9", "after": report["context"]["torchscan_version"]},
+    ]
+    assert compare_reports(minimal(), minimal())["mismatches"] == []  # no context: nothing to flag

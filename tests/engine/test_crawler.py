@@ -14,7 +14,7 @@ from torchscan_lsp.engine import module_metrics
 from torchscan_lsp.engine.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 
-FCM = "torch.utils.flop_counter.FlopCounterMode"
+from test_operators import FCM, FORMULAS  # the operator-FLOPs method and formulas context, written once
 FORMULA = "torchscan_module_formula"
 
 
@@ -115,7 +115,7 @@ def test_conv2d_worked_example():
     operator_total = metric("complete", 388800, "FLOPs", "workload", FCM)
     assert report["operator_flops"] == {
         "schema_version": 1,
-        "context": {"torch_version": str(torch.__version__), "method": FCM},
+        "context": {"torch_version": str(torch.__version__), "method": FCM, "formulas": FORMULAS},
         "total": operator_total,
         "by_module": {"Conv2d": 388800},
         "by_operator": {"aten.convolution": 388800},

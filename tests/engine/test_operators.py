@@ -22,9 +22,17 @@ from torchscan_lsp.engine.operators import (
     default_mapping,
     not_requested_flop_report,
 )
+from torchscan_lsp.version import package_version
 
 aten = torch.ops.aten
-FCM = "torch.utils.flop_counter.FlopCounterMode"
+FCM = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
+#: context["formulas"] of a report counted with this package's formulas only
+FORMULAS = {
+    "engine": "torchscan-lsp operator formulas",
+    "version": package_version(),
+    "replaces_pytorch": ["aten.convolution_backward"],
+    "custom": [],
+}
 
 
 @pytest.fixture
@@ -50,7 +58,7 @@ def test_contract_example_linear_of_a_matrix_product():
     report = measure_flops(lambda: linear(left @ right))
     assert report == {
         "schema_version": 1,
-        "context": {"torch_version": str(torch.__version__), "method": FCM},
+        "context": {"torch_version": str(torch.__version__), "method": FCM, "formulas": FORMULAS},
         "total": {"status": "complete", "value": 80, "known_value": 80, "unit": "FLOPs", "scope": "workload", "method": FCM},
         "by_module": {"Linear": 32},
         "by_operator": {"aten.addmm": 32, "aten.mm": 48},
@@ -105,7 +113,29 @@ def test_custom_formula_receives_shapes_like_flop_counter_mode():
     report = measure_flops(lambda: torch.cos(ones), custom_mapping={aten.cos: formula})
     assert seen == {"x": torch.Size([2, 3]), "out": torch.Size([2, 3])}
     assert report["by_operator"] == {"aten.cos": 0}  # a zero formula still appears
-    assert report["total"] == {"status": "complete", "value": 0, "known_value": 0, "unit": "FLOPs", "scope": "workload", "method": FCM}
+    method = FCM + "+custom(aten.cos)"
+    assert report["total"] == {"status": "complete", "value": 0, "known_value": 0, "unit": "FLOPs", "scope": "workload", "method": method}
+
+
+def test_reports_name_the_formulas_that_counted():
+    """Two reports that counted differently never look alike: the method names the caller's
+    operators, the context describes each caller formula and this package's version."""
+
+    def cheap_cos(*args, out_shape=None, **kwargs):
+        """cos as one FLOP per element."""
+        return 6
+
+    ones = torch.ones(2, 3)
+    plain = measure_flops(lambda: torch.cos(ones))
+    custom = measure_flops(lambda: torch.cos(ones), custom_mapping={aten.cos: cheap_cos, aten.sin: lambda *a, **k: 0})
+    assert plain["total"]["method"] == plain["context"]["method"] == FCM
+    assert plain["context"]["formulas"] == FORMULAS
+    assert custom["total"]["method"] == FCM + "+custom(aten.cos,aten.sin)"
+    described = custom["context"]["formulas"]["custom"]
+    assert [entry["operator"] for entry in described] == ["aten.cos", "aten.sin"]
+    assert described[0]["description"] == f"{__name__}.test_reports_name_the_formulas_that_counted.<locals>.cheap_cos: cos as one FLOP per element."
+    assert described[1]["description"].endswith("<lambda>")
+    assert custom["context"]["formulas"]["version"] == package_version()
 
 
 def test_raw_formulas_receive_values():

@@ -29,7 +29,7 @@ def test_schema_version_and_vocabulary():
         "pytorch_hook",
         "torchscan_module_formula",
         "pytorch",
-        "torch.utils.flop_counter.FlopCounterMode",
+        "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas",
         "not_requested",
     }
 
@@ -129,6 +129,15 @@ def test_incomplete_error_names_incomplete_totals_and_diagnostic_metrics():
 def test_incomplete_error_lists_not_requested_totals_too():
     totals = {"macs": metric_result(status="unavailable", unit="MACs", scope="forward", method="not_requested")}
     assert str(IncompleteAnalysisError(_report(totals, []))) == "Analysis is incomplete for: macs."
+
+
+def test_incomplete_error_leaves_out_metrics_that_do_not_apply():
+    # a receptive field of attention is not applicable, not missing
+    diagnostics = [
+        make_diagnostic("metric_not_applicable", "receptive_field", "Receptive field is not defined for X", path="0"),
+        make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin"),
+    ]
+    assert str(IncompleteAnalysisError(_report({}, diagnostics))) == "Analysis is incomplete for: flops."
 
 
 def test_incomplete_error_without_names():

@@ -42,8 +42,8 @@ CONV_REPORT = {
     ],
     "operator_flops": {
         "schema_version": 1,
-        "context": {"torch_version": "2.13.0+cpu", "method": "torch.utils.flop_counter.FlopCounterMode"},
-        "total": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode"),
+        "context": {"torch_version": "2.13.0+cpu", "method": "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"},
+        "total": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"),
         "by_module": {"Conv2d": 388800}, "by_operator": {"aten.convolution": 388800}, "ignored_operators": {}, "diagnostics": [],
     },
     "totals": {
@@ -54,7 +54,7 @@ CONV_REPORT = {
         "buffer_elements": _metric(0, "elements", "model", "pytorch"),
         "buffer_bytes": _metric(0, "bytes", "model", "pytorch"),
         "module_flops": _metric(388800, "FLOPs", "forward", "torchscan_module_formula"),
-        "operator_flops": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode"),
+        "operator_flops": _metric(388800, "FLOPs", "workload", "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"),
         "macs": _metric(194400, "MACs", "forward", "torchscan_module_formula"),
         "dmas": _metric(201824, "DMAs", "forward", "torchscan_module_formula"),
     },

@@ -105,10 +105,15 @@ def test_a_report_compared_with_itself_is_within_noise():
     [
         ({"device": "cuda:0"}, "device"),
         ({"device_name": "Other CPU"}, "device_name"),
+        ({"hardware__cpu_count": 16}, "cpu_count"),
         ({"threads": 4}, "threads"),
+        ({"inputs__value__shape": [32, 3]}, "input_shapes"),
         ({"inputs__dtypes": ["torch.float16"]}, "dtype"),
+        ({"work_units": 32}, "work_units"),
         ({"work_unit": "tokens"}, "work_unit"),
         ({"context__torch_version": "2.14.1"}, "torch_version"),
+        ({"context__python_version": "3.12.1"}, "python_version"),
+        ({"context__torchscan_version": "0.2.0"}, "package_version"),
         ({"timing__warmup": 10}, "warmup"),
         ({"timing__min_run_time": 1.0}, "min_run_time"),
         ({"timing__min_repeats": 7}, "min_repeats"),
@@ -134,6 +139,16 @@ def test_every_mismatch_is_named():
     assert "device differs ('cpu' != 'mps')" in text
     assert "threads differs (1 != 8)" in text
     assert "work_unit differs ('samples' != 'tokens')" in text
+
+
+def test_batch_32_against_batch_1_is_not_comparable():
+    # the same model timed on a batch of 1 and a batch of 32: per-call latencies are not comparable
+    one = synthetic(STEADY_1MS, inputs__value__shape=[1, 3], work_units=1)
+    many = synthetic(STEADY_2MS, inputs__value__shape=[32, 3], work_units=32)
+    with pytest.raises(ValueError) as info:
+        compare_benchmarks(one, many)
+    assert "input_shapes differs ([[1, 3]] != [[32, 3]])" in str(info.value)
+    assert "work_units differs (1 != 32)" in str(info.value)
 
 
 def test_inputs_supplied_on_one_side_only_is_a_dtype_mismatch():

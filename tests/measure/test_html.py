@@ -10,7 +10,8 @@ from torch import nn
 
 from torchscan_lsp.engine.benchmarks import compare_benchmarks
 from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY, render_report, report_kind
-from torchscan_lsp.engine.latency import measure_latency, measure_layer_latency
+from torchscan_lsp.engine.latency import measure_latency
+from torchscan_lsp.engine.layer_latency import measure_layer_latency
 from torchscan_lsp.engine.memory import measure_peak_memory
 
 URL_ATTRIBUTE = re.compile(r"""\b(?:src|href|action|srcset|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
@@ -52,7 +53,7 @@ def test_custom_title_is_escaped(tmp_path, conv_report):
 def test_layer_latency_attached_to_an_analysis_report(tmp_path):
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
     x = torch.rand(1, 3, 16, 16)
-    layer_latency = measure_layer_latency(model, (x,), device="cpu", warmup=0, min_run_time=0.002, min_repeats=2, include_model=False)
+    layer_latency = measure_layer_latency(model, (x,), device="cpu", warmup=0, min_run_time=0.002, min_block_time=1e-4, include_model=False)
     analysis = {
         "schema_version": 1,
         "context": {"model_type": "torch.nn.modules.container.Sequential"},
@@ -78,7 +79,8 @@ def test_each_measurement_kind_renders(tmp_path, kind):
         document = measure_latency(lambda: None, device="cpu", inputs=torch.rand(2, 3), **fast)
         expected = ["Latency benchmark", "first_call_latency", "(2, 3) torch.float32"]
     elif kind == "layer_latency":
-        document = measure_layer_latency(nn.Sequential(nn.Linear(2, 2)), (torch.rand(1, 2),), device="cpu", **fast)
+        document = measure_layer_latency(nn.Sequential(nn.Linear(2, 2)), (torch.rand(1, 2),), device="cpu",
+                                         **{**fast, "min_repeats": 5, "min_block_time": 1e-4})
         expected = ["Per-layer latency of torch.nn.modules.container.Sequential", "model_latency"]
     elif kind == "benchmark_comparison":
         report = measure_latency(lambda: None, device="cpu", **fast)
@@ -159,7 +161,8 @@ def test_every_string_in_every_kind_is_escaped(tmp_path, conv_report, evil_text,
         document = measure_latency(lambda: None, device="cpu", inputs={"ids": torch.zeros(2, dtype=torch.long)}, **fast)
     elif kind == "layer_latency":
         model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).train()
-        document = measure_layer_latency(model, (torch.rand(3, 2),), device="cpu", eval_mode=False, **fast)
+        document = measure_layer_latency(model, (torch.rand(3, 2),), device="cpu", eval_mode=False,
+                                         **{**fast, "min_repeats": 5, "min_block_time": 1e-4})
     elif kind == "benchmark_comparison":
         report = measure_latency(lambda: None, device="cpu", **fast)
         document = compare_benchmarks(report, {**report, "device_name": "other"}, on_mismatch="flag")

@@ -10,9 +10,11 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from torchscan_lsp.engine.latency import measure_layer_latency
+from torchscan_lsp.engine.layer_latency import measure_layer_latency
 
-FAST = {"warmup": 0, "min_run_time": 0.002, "min_repeats": 2, "include_model": False}
+#: diagnostics that depend on how noisy the machine was, not on the model
+TIMING_FLAGS = {"layer_latency_unstable", "layer_latency_sum_mismatch"}
+FAST = {"warmup": 0, "min_run_time": 0.002, "min_repeats": 5, "min_block_time": 1e-4, "include_model": False}
 
 
 def _keys(report):
@@ -59,12 +61,13 @@ def test_leaf_calls_in_call_order_with_call_indexes():
     assert layer_sum["value"] == pytest.approx(sum(l["metrics"]["latency"]["value"] for l in report["layers"]))
     assert report["totals"]["model_latency"]["status"] == "unavailable"
     assert report["totals"]["model_latency"]["method"] == "not_requested"
-    assert report["diagnostics"] == []
+    # a noisy machine may flag a call unstable (its spread, not a threshold of ours on time); nothing else
+    assert {d["code"] for d in report["diagnostics"]} <= TIMING_FLAGS
 
 
 def test_model_latency_is_reported_beside_the_sum():
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
-    report = measure_layer_latency(model, (torch.rand(2, 8),), device="cpu", warmup=0, min_run_time=0.002, min_repeats=2)
+    report = measure_layer_latency(model, (torch.rand(2, 8),), device="cpu", warmup=0, min_run_time=0.002, min_repeats=5, min_block_time=1e-4)
     totals = report["totals"]
     assert totals["model_latency"]["status"] == "complete"
     assert totals["model_latency"]["value"] == report["model"]["totals"]["latency"]["value"]
@@ -100,7 +103,7 @@ def test_callers_tensors_are_never_passed_to_the_model():
             return x * 2
 
     x = torch.zeros(3)
-    report = measure_layer_latency(Mutates(), (x,), device="cpu", warmup=0, min_run_time=0.002, min_repeats=2)
+    report = measure_layer_latency(Mutates(), (x,), device="cpu", warmup=0, min_run_time=0.002, min_repeats=5, min_block_time=1e-4)
     assert torch.equal(x, torch.zeros(3))
     assert report["layers"][0]["metrics"]["latency"]["status"] == "complete"
 
@@ -230,13 +233,13 @@ def test_fused_container_is_replayed_whole():
     assert _keys(report) == [("0", 0), ("1", 0)]
     assert report["layers"][1]["unit"] == "container"
     assert report["layers"][1]["metrics"]["latency"]["status"] == "complete"
-    assert [d["code"] for d in report["diagnostics"]] == ["container_replayed_whole"]
+    assert [d["code"] for d in report["diagnostics"] if d["code"] not in TIMING_FLAGS] == ["container_replayed_whole"]
 
 
 def test_meta_models_are_unavailable_with_a_reason():
     with torch.device("meta"):
         model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    report = measure_layer_latency(model, (torch.empty(2, 4, device="meta"),), device="meta", warmup=0, min_run_time=0.002, min_repeats=2)
+    report = measure_layer_latency(model, (torch.empty(2, 4, device="meta"),), device="meta", warmup=0, min_run_time=0.002, min_repeats=5, min_block_time=1e-4)
     assert _keys(report) == [("0", 0), ("1", 0)]
     for layer in report["layers"]:
         assert layer["metrics"]["latency"]["status"] == "unavailable" and "meta" in layer["reason"]
@@ -283,7 +286,7 @@ def test_forward_errors_propagate_and_flags_are_restored():
 
 def test_time_budget_marks_untimed_calls_unavailable():
     model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
-    report = measure_layer_latency(model, (torch.rand(2, 3),), device="cpu", warmup=0, min_run_time=0.002, min_repeats=2, time_budget=1e-9)
+    report = measure_layer_latency(model, (torch.rand(2, 3),), device="cpu", warmup=0, min_run_time=0.002, min_repeats=5, min_block_time=1e-4, time_budget=1e-9)
     for layer in report["layers"]:
         assert layer["metrics"]["latency"]["status"] == "unavailable" and "time budget" in layer["reason"]
     assert report["totals"]["layer_latency_sum"]["status"] == "unavailable"

@@ -287,6 +287,26 @@ def test_latency_hints_and_lens_after_measuring():
     assert (8, "500 µs") not in _labels(build_inlay_hints("net.py", Lines(SOURCE), [state], InlayHintSettings()))
 
 
+def test_module_hover_shows_latency_median_spread_and_share():
+    def share(value):
+        return {**_seconds(value), "unit": "fraction of model latency"}
+
+    measured = {"layer_latency": {
+        "layers": [{"path": "heads.0", "call_index": 0, "stable": True, "relative_spread": 0.05,
+                    "metrics": {"latency": _seconds(0.0002), "latency_iqr": _seconds(0.00001), "latency_share": share(0.2)}},
+                   {"path": "heads.1", "call_index": 0, "stable": False, "relative_spread": 0.4,
+                    "metrics": {"latency": _seconds(0.0003), "latency_iqr": _seconds(0.00012), "latency_share": share(0.3)}}],
+        "totals": {"model_latency": _seconds(0.001), "model_latency_iqr": _seconds(0.00002)},
+        "consistency": {"layer_sum_over_model": 0.5, "tolerance": 1.5, "within_tolerance": True}}}
+    card = build_hover("net.py", 8, [_state(measurements=measured)])  # the line that built heads.0 and heads.1
+    assert "**Latency** (each call replayed alone; model 1.00 ms, IQR 20.0 µs)" in card
+    assert "| `heads.0` | 200 µs | 10.0 µs | 20.0% |  |" in card
+    assert "| `heads.1` | 300 µs | 120 µs | 30.0% | unstable: spread 40% of the median |" in card
+    assert "Latency" not in build_hover("net.py", 8, [_state()])  # nothing measured: nothing said
+    target = build_hover("net.py", _state().line, [_state(measurements=measured)])
+    assert "Latency: 1.00 ms per call, IQR 20.0 µs" in target
+
+
 def test_module_hover_shows_operator_flops_of_its_call_line():
     card = build_hover("net.py", 7, [_state()])   # the Conv2d, called on line 11
     assert "Operators dispatched from its call lines (net.py:11)" in card

@@ -62,7 +62,6 @@ def test_linear_backward_is_twice_the_forward(run):
 # Conv2d(4, 4, 3, groups=g) on (2, 4, 6, 6): output (2, 4, 4, 4), each output element a dot product
 # of (4 / g) x 3 x 3 terms: forward 2 x 128 x 36 / g FLOPs. Its backward (input requiring grad)
 # computes the input and the weight gradients, each as many FLOPs as the forward.
-@pytest.mark.xfail(strict=True, reason="the grouped-convolution backward formula is fixed on the correctness branch")
 @pytest.mark.parametrize(("groups", "forward", "backward"), [(2, 4608, 9216), (4, 2304, 4608)])
 def test_grouped_convolution_backward(groups, forward, backward):
     def build():

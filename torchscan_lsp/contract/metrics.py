@@ -57,7 +57,10 @@ SCOPES = ("module_call", "forward", "model", "workload")
 METHOD_HOOK = "pytorch_hook"
 METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
-METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode"
+#: Operator FLOPs: PyTorch's FlopCounterMode conventions and formulas, with this package's operator
+#: formulas for what PyTorch leaves uncounted or counts wrongly; a report whose caller formulas took
+#: part appends ``+custom(<operators>)`` (``engine.operators.flop_method``).
+METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.
 METHODS = (METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_NOT_REQUESTED)

@@ -24,12 +24,14 @@ __all__ = [
     "SEVERITIES",
     "EXECUTION_MODE",
     "PACKAGE",
+    "DIAGNOSTIC_NOT_APPLICABLE",
     "MODULE_FORMULA_METRICS",
     "Diagnostic",
     "LayerReport",
     "AnalysisReport",
     "make_diagnostic",
     "IncompleteAnalysisError",
+    "incomplete_diagnostics",
     "layer_key",
     "in_subtree",
     "subtree_total",
@@ -45,6 +47,11 @@ EXECUTION_MODE = "evaluation_no_grad"
 
 #: The distribution name reports carry in ``context["package"]``.
 PACKAGE = "torchscan-lsp"
+
+#: The code of a diagnostic that says a metric does not apply to a module (a spatial receptive field
+#: for attention, recurrent layers, EmbeddingBag): the metric is unavailable, and nothing is missing,
+#: so strict mode does not count it as incomplete (docs/report-schema.md).
+DIAGNOSTIC_NOT_APPLICABLE = "metric_not_applicable"
 
 #: The per-call metrics module formulas compute, with their units.
 MODULE_FORMULA_METRICS = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
@@ -112,15 +119,22 @@ def make_diagnostic(
     return diag  # type: ignore[return-value]
 
 
+def incomplete_diagnostics(report: Mapping[str, Any]) -> list[Diagnostic]:
+    """The report's diagnostics that say something is missing: all but the not-applicable ones."""
+    return [
+        diag
+        for diag in report.get("diagnostics") or ()
+        if isinstance(diag, dict) and diag.get("code") != DIAGNOSTIC_NOT_APPLICABLE
+    ]
+
+
 def _incomplete_names(report: Mapping[str, Any]) -> list[str]:
     names = {
         name
         for name, metric in (report.get("totals") or {}).items()
         if isinstance(metric, dict) and metric.get("status") != STATUS_COMPLETE
     }
-    names.update(
-        diag["metric"] for diag in report.get("diagnostics") or () if isinstance(diag, dict) and "metric" in diag
-    )
+    names.update(diag["metric"] for diag in incomplete_diagnostics(report) if "metric" in diag)
     return sorted(names)
 
 
@@ -128,7 +142,8 @@ class IncompleteAnalysisError(RuntimeError):
     """Raised by strict analyses whose report is not complete. ``.report`` holds the full report.
 
     The message is ``Analysis is incomplete for: <names>.``: the sorted union of the totals that
-    are not complete and of the diagnostics' metrics (``unknown metrics`` when both are empty).
+    are not complete and of the metrics of the diagnostics that say something is missing
+    (``metric_not_applicable`` ones do not; ``unknown metrics`` when both are empty).
     """
 
     def __init__(self, report: AnalysisReport | dict[str, Any]) -> None:

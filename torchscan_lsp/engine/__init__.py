@@ -8,7 +8,9 @@ from torchscan_lsp.engine.benchmarks import BenchmarkComparison, compare_benchma
 from torchscan_lsp.engine.compare import ReportDiff, compare_reports
 from torchscan_lsp.engine.crawler import crawl_module
 from torchscan_lsp.engine.html import render_report
-from torchscan_lsp.engine.latency import BenchmarkReport, LayerLatencyReport, measure_latency, measure_layer_latency
+from torchscan_lsp.engine.latency import BenchmarkReport, measure_latency
+from torchscan_lsp.engine.layer_latency import measure_layer_latency
+from torchscan_lsp.engine.layer_latency_report import LayerLatencyReport
 from torchscan_lsp.engine.memory import MemoryReport, measure_peak_memory
 from torchscan_lsp.engine.operators import FlopReport, measure_flops
 from torchscan_lsp.engine.report import (

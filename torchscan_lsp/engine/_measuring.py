@@ -41,6 +41,48 @@ def measurement_context(**extra: Any) -> dict[str, Any]:
     return context
 
 
+def execution_state(device_type: str) -> dict[str, Any]:
+    """The process state a measurement ran under, read when it was called (the workload may change
+    it for itself): grad mode, inference mode, autocast on ``device_type`` and the thread counts."""
+    try:
+        autocast = {
+            "device_type": device_type,
+            "enabled": bool(torch.is_autocast_enabled(device_type)),
+            "dtype": str(torch.get_autocast_dtype(device_type)),
+        }
+    except (TypeError, RuntimeError, AttributeError):  # PyTorch without per-device autocast queries
+        autocast = {"device_type": device_type, "enabled": None, "dtype": None}
+    return {
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "autocast": autocast,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+#: Environment variables that configure each backend's caching allocator.
+_ALLOCATOR_ENV = {
+    "cuda": ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"),
+    "mps": ("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "PYTORCH_MPS_LOW_WATERMARK_RATIO"),
+}
+
+
+def allocator_settings(device_type: str) -> dict[str, Any] | None:
+    """The caching allocator's backend and environment settings on CUDA and MPS; ``None`` on CPU,
+    whose allocator has no settings PyTorch exposes."""
+    names = _ALLOCATOR_ENV.get(device_type)
+    if names is None:
+        return None
+    settings: dict[str, Any] = {"env": {name: os.environ.get(name) for name in names}}
+    if device_type == "cuda":
+        try:
+            settings["backend"] = str(torch.cuda.get_allocator_backend())
+        except (AttributeError, RuntimeError):
+            settings["backend"] = None
+    return settings
+
+
 def tensor_dtypes(meta: dict[str, Any]) -> list[str]:
     """Sorted unique dtypes of every tensor in a ``value_meta`` tree."""
     found: set[str] = set()

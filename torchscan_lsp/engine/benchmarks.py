@@ -1,8 +1,9 @@
 """Checked comparison of two latency reports (docs/measurement.md).
 
 :func:`compare_benchmarks` first checks that the two :class:`~torchscan_lsp.engine.latency.BenchmarkReport`
-dicts measured comparable things — same device and device model, thread settings, input dtypes, work
-unit, PyTorch version and timing options — and refuses (``ValueError`` naming every mismatch) or,
+dicts measured comparable things — same device, device model and CPU count, thread settings, input
+shapes and dtypes, work units and their name, PyTorch, Python and package versions, and timing
+options — and refuses (``ValueError`` naming every mismatch) or,
 with ``on_mismatch="flag"``, compares anyway and lists each mismatch in the result. It never
 compares silently.
 
@@ -31,15 +32,41 @@ __all__ = ["BenchmarkComparison", "compare_benchmarks", "NOTCH_FACTOR"]
 #: The notched-box-plot constant: half-width of a median's ~95% comparison interval in IQR/sqrt(n).
 NOTCH_FACTOR = 1.57
 
-#: (field name in the result, how to read it from a report), in the order mismatches are listed.
-_CHECKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+def _input_shapes(report: dict[str, Any]) -> Any:
+    """Shapes of the supplied input tensors in order (``None`` when no inputs were supplied)."""
+    inputs = report.get("inputs")
+    if not isinstance(inputs, dict) or not inputs.get("supplied"):
+        return None
+    shapes: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("kind") == "tensor":
+                shapes.append(node.get("shape"))
+                return
+            for item in node.get("items", ()):
+                walk(item.get("value") if node.get("kind") == "mapping" else item)
+
+    walk(inputs.get("value"))
+    return shapes
+
+
+#: (field name in the result, how to read it from a report: a key path or a function), in the
+#: order mismatches are listed. Batch 32 against batch 1 differs in ``input_shapes`` and
+#: ``work_units``; a package, Python or PyTorch upgrade, or another machine, differs in its field.
+_CHECKS: tuple[tuple[str, Any], ...] = (
     ("device", ("device",)),
     ("device_name", ("device_name",)),
+    ("cpu_count", ("hardware", "cpu_count")),
     ("threads", ("threads",)),
     ("interop_threads", ("interop_threads",)),
+    ("input_shapes", _input_shapes),
     ("dtype", ("inputs", "dtypes")),
+    ("work_units", ("work_units",)),
     ("work_unit", ("work_unit",)),
     ("torch_version", ("context", "torch_version")),
+    ("python_version", ("context", "python_version")),
+    ("package_version", ("context", "torchscan_version")),
     ("warmup", ("timing", "warmup")),
     ("min_run_time", ("timing", "min_run_time")),
     ("min_repeats", ("timing", "min_repeats")),
@@ -71,7 +98,9 @@ class BenchmarkComparison(TypedDict):
 _MISSING = object()
 
 
-def _read(report: dict[str, Any], path: tuple[str, ...]) -> Any:
+def _read(report: dict[str, Any], path: Any) -> Any:
+    if callable(path):
+        return path(report)
     node: Any = report
     for key in path:
         if not isinstance(node, dict) or key not in node:

@@ -1,4 +1,11 @@
-"""Compare two analysis reports: per-total and per-layer-call differences, after compatibility checks."""
+"""Compare two analysis reports: per-total and per-layer-call differences, after compatibility checks.
+
+Only analysis reports (``crawl_module``, ``summary``) compare here: a latency, per-layer latency,
+benchmark-comparison, peak-memory or FLOP report is refused with a ``ValueError`` that names what it
+is and where it compares (``compare_benchmarks`` for latency). Reports written by different torch or
+package versions still compare, with each difference listed in ``mismatches``: their numbers may
+differ for that reason alone.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +33,24 @@ class LayerDiff(TypedDict):
 
 
 class ReportDiff(TypedDict):
+    """``mismatches`` *(ours)*: ``[{"field", "before", "after"}]`` for each context field that differs
+    (``torch_version``, ``torchscan_version``, ``package``); empty when both agree or neither says."""
+
     schema_version: int
     totals: dict[str, MetricDiff]
     layers: dict[str, list[LayerDiff]]
+    mismatches: list[dict[str, Any]]
+
+
+#: Context fields whose difference is flagged: the numbers may differ because of them alone.
+_FLAGGED_CONTEXT = ("torch_version", "torchscan_version", "package")
+
+#: Reports that are not analysis reports, by ``kind``, with where they compare.
+_OTHER_KINDS = {
+    "latency": "a latency report from measure_latency; compare latency reports with compare_benchmarks",
+    "layer_latency": "a per-layer latency report from measure_layer_latency, which has no comparison of its own",
+    "benchmark_comparison": "already a comparison of latency reports (compare_benchmarks)",
+}
 
 
 _CHECKED_FIELDS = ("unit", "scope", "method")
@@ -94,13 +116,15 @@ def _check_versions(before: dict[str, Any], after: dict[str, Any]) -> int:
 def compare_reports(before: dict[str, Any], after: dict[str, Any]) -> ReportDiff:
     """Compare two analysis reports of the same schema version.
 
-    Reads only ``schema_version``, ``totals`` and ``layers``; never mutates its inputs. Layer calls
+    Reads ``schema_version``, ``totals`` and ``layers`` (plus ``kind`` and ``context`` for its
+    checks); never mutates its inputs. Layer calls
     are matched by ``(path, call_index)``. Every total appears in the result, changed or not; a
     layer call appears in ``changed`` only when one of its metrics differs.
 
     Raises:
         TypeError: ``before`` or ``after`` is not a dict (an analysis report).
-        ValueError: different or unsupported schema versions, a duplicate layer call, or a metric
+        ValueError: a latency, per-layer latency, benchmark-comparison, peak-memory or FLOP report;
+            different or unsupported schema versions, a duplicate layer call, or a metric
             whose unit, scope or method differs between the reports (e.g. a structure-mode report
             against a full one).
     """
@@ -110,6 +134,7 @@ def compare_reports(before: dict[str, Any], after: dict[str, Any]) -> ReportDiff
                 f"compare_reports() argument '{name}' must be an analysis report (a dict), "
                 f"not {type(report).__name__}"
             )
+        _check_kind(report, name)
     version = _check_versions(before, after)
     index_before = _index(before, "before")
     index_after = _index(after, "after")
@@ -139,4 +164,28 @@ def compare_reports(before: dict[str, Any], after: dict[str, Any]) -> ReportDiff
         "schema_version": version,
         "totals": totals,
         "layers": {"added": added, "removed": removed, "changed": changed},
+        "mismatches": _context_mismatches(before, after),
     }
+
+
+def _check_kind(report: dict[str, Any], side: str) -> None:
+    """Refuse a report that is not an analysis report, saying what it is."""
+    what = _OTHER_KINDS.get(report.get("kind"))  # type: ignore[arg-type]
+    if what is None and "peak_bytes" in report and "delta_bytes" in report:
+        what = "a peak-memory report from measure_peak_memory, whose byte fields compare directly"
+    if what is None and "by_operator" in report and "total" in report and "layers" not in report:
+        what = "a FLOP report from measure_flops; an analysis report carries one as operator_flops"
+    if what is not None:
+        raise ValueError(f"compare_reports() argument '{side}' is {what}, not an analysis report (crawl_module).")
+
+
+def _context_mismatches(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    contexts = [report.get("context") for report in (before, after)]
+    if not any(isinstance(context, dict) for context in contexts):
+        return []
+    old, new = (context if isinstance(context, dict) else {} for context in contexts)
+    return [
+        {"field": field, "before": old.get(field), "after": new.get(field)}
+        for field in _FLAGGED_CONTEXT
+        if old.get(field) != new.get(field)
+    ]

@@ -179,6 +179,11 @@ def propagate(states: TensorStates, name: str, args: tuple, kwargs: dict, out: A
     kind = _KINDS.get(name)
     if kind is None:
         kind = _KINDS[name] = _kind_of(name)
+    if any(t.is_nested for t in outputs) or any(t.is_nested for t in inputs):
+        # no single shape, so no spatial axis to follow (tensor_shapes explains nested tensors)
+        for tensor in outputs:
+            states.set(tensor, Field.unavailable(f"{where} works on a nested tensor, which has no single shape"))
+        return
     if not inputs:  # created in the forward (zeros, arange): depends on no input
         for tensor in outputs:
             states.set(tensor, CONSTANT)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from torchscan_lsp.engine.tensor_shapes import regular_shape, tensor_extras
+
 __all__ = [
     "MODES",
     "PreparedInputs",
@@ -197,14 +199,28 @@ def _generated(module: torch.nn.Module, input_shape: Any, dtype: Any, device: An
 # str(dtype) and str(device), computed once per distinct value
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DEVICE_NAMES: dict[torch.device, str] = {}
+_STRIDED = torch.strided
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+_QUANTIZED = frozenset((torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4))
 
 
 def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
-    """Metadata of one tensor: shape, dtype, device, ``requires_grad`` (the hot path of the hooks)."""
-    try:
-        shape: list[int] | None = list(value.shape)
-    except RuntimeError:  # nested tensors have no single shape
-        shape = None
+    """Metadata of one tensor: shape, dtype, device, ``requires_grad`` (the hot path of the hooks).
+
+    A tensor without a regular shape (nested, jagged) has ``shape: None``; a tensor that is not a
+    plain dense one also carries the keys of :func:`~torchscan_lsp.engine.tensor_shapes.tensor_extras`
+    (``layout``, ``components``, ``component_shapes``, ``qscheme``, ``subclass``). Never raises.
+    """
+    plain = type(value) in _PLAIN_TENSORS and value.layout is _STRIDED
+    shape: list[int] | None = None
+    if plain:
+        try:
+            shape = list(value.shape)
+        except RuntimeError:  # a strided nested tensor has no single shape
+            plain = False
+    if not plain:
+        regular = regular_shape(value)
+        shape = None if regular is None else list(regular)
     dtype, device = value.dtype, value.device
     dtype_name = _DTYPE_NAMES.get(dtype)
     if dtype_name is None:
@@ -212,13 +228,16 @@ def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
     device_name = _DEVICE_NAMES.get(device)
     if device_name is None:
         device_name = _DEVICE_NAMES[device] = str(device)
-    return {
+    meta = {
         "kind": "tensor",
         "shape": shape,
         "dtype": dtype_name,
         "device": device_name,
         "requires_grad": value.requires_grad,
     }
+    if not plain or dtype in _QUANTIZED:
+        meta.update(tensor_extras(value))
+    return meta
 
 
 def _key_entry(key: Any, value: Any, active: set[int], depth: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ exceptions propagate unchanged. The whole call holds the process-wide measuremen
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -23,11 +24,25 @@ from typing import Any, TypedDict
 
 import torch
 
-from torchscan_lsp.engine._measuring import MEASUREMENT_LOCK, measurement_context
+from torchscan_lsp.engine._measuring import (
+    MEASUREMENT_LOCK,
+    allocator_settings,
+    device_name_of,
+    execution_state,
+    hardware_info,
+    measurement_context,
+)
 from torchscan_lsp.engine.report import SCHEMA_VERSION
 
 __all__ = ["MemoryReport", "measure_peak_memory"]
 
+#: The timestamp the profiler gives tensors that existed before profiling started.
+_PREEXISTING_TIME = -1
+_METHODS = {
+    "cpu": "torch.profiler memory timeline (profile_memory=True)",
+    "cuda": "torch.cuda caching allocator statistics",
+    "mps": "torch.accelerator.memory allocator statistics",
+}
 _CUDA_APIS = ("synchronize", "memory_reserved", "reset_peak_memory_stats", "max_memory_reserved", "max_memory_allocated")
 _MPS_MEMORY_APIS = ("memory_reserved", "reset_peak_memory_stats", "max_memory_reserved", "max_memory_allocated")
 
@@ -47,9 +62,7 @@ class MemoryReport(_MemoryReportBase, total=False):
     version and a context).
 
     ``allocated_peak_bytes`` is present on CUDA and MPS only; ``peak_by_category`` on CPU only:
-    the bytes of the timeline's peak point by the profiler's categories (``parameters``,
-    ``optimizer_state``, ``inputs``, ``temporaries``, ``activations``, ``gradients``,
-    ``autograd_detail``, ``unknown``), which sum to ``peak_bytes``.
+    the bytes of each of the profiler's categories live at the peak (they sum to ``peak_bytes``).
     """
 
     allocated_peak_bytes: int
@@ -78,6 +91,7 @@ def measure_peak_memory(workload: Callable[[], Any], *, device: str | torch.devi
     with MEASUREMENT_LOCK:
         requested = device
         device = torch.device(device)
+        state = execution_state(device.type)
         if device.type == "cpu":
             result: dict[str, Any] = _measure_cpu(workload)
         elif device.type == "cuda":
@@ -86,14 +100,35 @@ def measure_peak_memory(workload: Callable[[], Any], *, device: str | torch.devi
             result = _measure_mps(workload, device)
         else:
             raise NotImplementedError(f"Peak memory measurement is not implemented for '{device}'.")
-        report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **result, "context": measurement_context()}
+        report: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **result, "context": _context(result["device"], state)}
         return report  # type: ignore[return-value]
+
+
+def _context(device_name: str, state: dict[str, Any]) -> dict[str, Any]:
+    """What the contract asks users to keep beside a memory number: versions, hardware, the state the
+    workload was called in, and the allocator's settings (CUDA, MPS)."""
+    device_type = device_name.split(":", 1)[0]
+    try:
+        hardware_name = device_name_of(device_name)
+    except (RuntimeError, AssertionError, AttributeError) as exc:  # a driver that cannot name the device
+        hardware_name = f"unknown ({type(exc).__name__})"
+    context = measurement_context(
+        method=_METHODS[device_type],
+        device_name=hardware_name,
+        hardware=hardware_info(),
+        cuda_version=torch.version.cuda,
+        **state,
+    )
+    allocator = allocator_settings(device_type)
+    if allocator is not None:
+        context["allocator"] = allocator
+    return context
 
 
 def _measure_cpu(workload: Callable[[], Any]) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile
 
-    handle = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+    handle = tempfile.NamedTemporaryFile(suffix=".raw.json.gz", delete=False)
     path = handle.name
     handle.close()
     try:
@@ -104,19 +139,16 @@ def _measure_cpu(workload: Callable[[], Any]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*export_memory_timeline.*", category=FutureWarning)
             profiler.export_memory_timeline(path, device="cpu")
-        with open(path, encoding="utf-8") as timeline:
-            _timestamps, points = json.load(timeline)
-        totals = [int(sum(point)) for point in points]
-        if not totals:
-            raise RuntimeError(f"PyTorch {torch.__version__} exported no memory timeline points for 'cpu'.")
-        baseline, peak = totals[0], max(totals)
+        with gzip.open(path, "rt", encoding="utf-8") as timeline:
+            events = json.load(timeline)
+        baseline, peak, by_category = _replay(events)
         return {
             "device": "cpu",
             "metric": "pytorch_tensor_bytes",
             "baseline_bytes": baseline,
             "peak_bytes": peak,
             "delta_bytes": peak - baseline,
-            "peak_by_category": _timeline_categories(points[totals.index(peak)]),
+            "peak_by_category": by_category,
         }
     finally:
         try:
@@ -125,18 +157,50 @@ def _measure_cpu(workload: Callable[[], Any]) -> dict[str, Any]:
             pass
 
 
-def _timeline_categories(point: list[int]) -> dict[str, int]:
-    """Name the sizes of one memory-timeline point: PyTorch writes ``[0, size of category 0, ...]`` in
-    the order of ``torch.profiler._memory_profiler._CATEGORY_TO_INDEX`` (``None``: uncategorised)."""
+def cpu_peak(events: list[list[int]]) -> tuple[int, int]:
+    """``(baseline, peak)`` bytes from the profiler's raw memory events.
+
+    Each event is ``[timestamp, action, signed bytes, category]`` (``export_memory_timeline`` with a
+    ``.raw.json.gz`` path). Pre-existing tensors (timestamp ``-1``: allocated before the workload
+    started, seen when it used them) make the baseline; then every creation adds its bytes and every
+    destruction subtracts them, in order, and the peak is the largest running total (never below the
+    baseline). An empty workload has no events: ``(0, 0)``.
+
+    This departs from the reference, whose baseline is the first point of the coalesced timeline:
+    that point already holds the workload's first allocation, so ``lambda: torch.ones(1024, 1024)``
+    showed a delta of 0 (docs/measurement.md).
+    """
+    baseline, peak, _ = _replay(events)
+    return baseline, peak
+
+
+def _replay(events: list[list[int]]) -> tuple[int, int, dict[str, int]]:
+    """:func:`cpu_peak`'s replay, also keeping the bytes of each of the profiler's categories live
+    at the peak (``parameters``, ``optimizer_state``, ``inputs``, ``temporaries``, ``activations``,
+    ``gradients``, ``autograd_detail``, ``unknown``: an event's fourth field indexes
+    ``torch.profiler._memory_profiler._CATEGORY_TO_INDEX``; they sum to the peak)."""
     from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
 
     plural = {"parameter": "parameters", "input": "inputs", "temporary": "temporaries",
               "activation": "activations", "gradient": "gradients"}
-    named: dict[str, int] = {}
-    for category, index in _CATEGORY_TO_INDEX.items():
-        name = "unknown" if category is None else category.name.lower()
-        named[plural.get(name, name)] = int(point[index + 1]) if index + 1 < len(point) else 0
-    return named
+    names = {index: "unknown" if category is None else plural.get(category.name.lower(), category.name.lower())
+             for category, index in _CATEGORY_TO_INDEX.items()}
+    live = dict.fromkeys(names.values(), 0)
+    baseline = 0
+    for event in events:  # tensors that existed before the workload: the baseline
+        if int(event[0]) == _PREEXISTING_TIME:
+            live[names.get(int(event[3]), "unknown")] += int(event[2])
+            baseline += int(event[2])
+    total = peak = baseline
+    at_peak = dict(live)
+    for event in events:
+        if int(event[0]) == _PREEXISTING_TIME:
+            continue
+        live[names.get(int(event[3]), "unknown")] += int(event[2])
+        total += int(event[2])
+        if total > peak:
+            peak, at_peak = total, dict(live)
+    return baseline, peak, at_peak
 
 
 def _measure_cuda(workload: Callable[[], Any], device: torch.device, requested: Any) -> dict[str, Any]:

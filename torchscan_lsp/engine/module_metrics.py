@@ -15,11 +15,19 @@ import warnings
 import weakref
 from typing import Any
 
+import torch
 from torch import nn
 
 from torchscan_lsp.engine.inputs import first_tensor
 from torchscan_lsp.engine.recorder import Target
-from torchscan_lsp.engine.report import METHOD_MODULE_FORMULA, Diagnostic, make_diagnostic, metric_result
+from torchscan_lsp.engine.report import (
+    DIAGNOSTIC_NOT_APPLICABLE,
+    METHOD_MODULE_FORMULA,
+    Diagnostic,
+    make_diagnostic,
+    metric_result,
+)
+from torchscan_lsp.engine.tensor_shapes import irregular_reason, regular_shape
 
 __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
 
@@ -29,6 +37,10 @@ FORMULA_METRICS = (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
 _UNSUPPORTED = "Module type not supported"
 _MISSING_TENSOR = "The module call did not expose both an input and output tensor."
+_IRREGULAR = (
+    "The module call's {} is {}, and module formulas need one: its module metrics are unavailable "
+    "(operator_flops reports the operators it ran)."
+)
 _MISSING = object()
 _WHOLE_OUTPUT = (nn.MultiheadAttention, nn.RNNBase)
 
@@ -125,6 +137,12 @@ def ordered_inputs(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> tu
 
 
 _FORMULAS: tuple[Any, Any, Any, Any] | None = None
+
+
+def _not_applicable() -> type:
+    from torchscan_lsp.engine.formulas._common import NotApplicableWarning
+
+    return NotApplicableWarning
 
 
 def _formulas() -> tuple[Any, Any, Any, Any]:
@@ -234,6 +252,11 @@ def evaluate_call(
     if x is None or y is None:
         _mark_unavailable(record, diagnostics, "missing_metric_tensor", _MISSING_TENSOR, path)
         return
+    irregular = next((t for t in (x, y) if isinstance(t, torch.Tensor) and regular_shape(t) is None), None)
+    if irregular is not None:
+        side = "input" if irregular is x else "output"
+        _mark_unavailable(record, diagnostics, "irregular_tensor", _IRREGULAR.format(side, irregular_reason(irregular)), path)
+        return
     flops_fn, macs_fn, dmas_fn, rf_fn = _formulas()
     # attention and recurrent formulas read the whole output (attention weights, hidden states)
     out = output if isinstance(module, _WHOLE_OUTPUT) else y
@@ -281,10 +304,12 @@ def evaluate_call(
             )
             return
         texts = [str(w.message) for w in caught[start:]]
+        not_applicable = all(issubclass(w.category, _not_applicable()) for w in caught[start:])
     if texts:
         for name in RF_METRICS:
             metrics[name] = _unavailable("elements")
-        diagnostics.append(make_diagnostic("unsupported_module_metric", "receptive_field", "; ".join(texts), path=path))
+        code = DIAGNOSTIC_NOT_APPLICABLE if not_applicable else "unsupported_module_metric"
+        diagnostics.append(make_diagnostic(code, "receptive_field", "; ".join(texts), path=path))
         return
     for name, value in zip(RF_METRICS, rf):
         metrics[name] = _complete(_plain(value), "elements")

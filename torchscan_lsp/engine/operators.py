@@ -35,6 +35,8 @@ from torchscan_lsp.engine.report import (
     make_diagnostic,
     metric_result,
 )
+from torchscan_lsp.engine.formula_provenance import flop_method, formula_context
+from torchscan_lsp.engine.tensor_shapes import irregular_reason
 
 try:  # torch >= 2.2
     from torch.utils.module_tracker import ModuleTracker
@@ -338,7 +340,13 @@ class _CountingMode(TorchDispatchMode):
         if observer is not None and observer.outside:
             observer.observe(packet_id, args, kwargs, out)
         if formula is not None:
-            flops = formula(args, kwargs, out)
+            try:
+                flops = formula(args, kwargs, out)
+                if type(flops) is not int:
+                    flops = _plain_count(flops)
+            except Exception as exc:  # noqa: BLE001 - shapes a formula cannot read: this call is uncounted
+                counter.formula_failed(packet_id, args, out, exc)
+                return out
             counts = counter.flop_counts
             for label in counter.tracker.parents:
                 per_label = counts.get(label)
@@ -369,6 +377,13 @@ class _CountingMode(TorchDispatchMode):
             merged[label] = {key: max(first.get(key, 0), second.get(key, 0)) for key in set(first) | set(second)}
         counter.restore(merged)
         return out
+
+
+def _plain_count(flops: Any) -> int | float:
+    """A formula's result as a Python number; raises for a symbolic size (a jagged tensor's ``j1``)."""
+    if isinstance(flops, float):
+        return flops
+    return int(flops)
 
 
 class _Recorder(TorchDispatchMode):
@@ -416,6 +431,8 @@ class OperatorCounter:
         self.calls: dict[int, int] = {}
         self.flop_counts: dict[str, dict[int, int]] = {}
         self.packets: dict[int, Any] = {}
+        #: packet id -> [calls whose formula could not be applied, the first reason]
+        self.failures: dict[int, list[Any]] = {}
         self.functions: list[Any] = []
         self.paused = False
         #: an object with an ``outside`` flag and ``observe(packet_id, args, kwargs, out)``, told of
@@ -448,6 +465,19 @@ class OperatorCounter:
         if self._stock and self._paused_modes is not None:
             modes, self._paused_modes = self._paused_modes, None
             modes.__exit__(None, None, None)
+
+    def formula_failed(self, packet_id: int, args: tuple, out: Any, exc: Exception) -> None:
+        """A formula raised on one call (a nested tensor's shape, a symbolic size): the call stays
+        uncounted and the report names the operator and why."""
+        entry = self.failures.get(packet_id)
+        if entry is not None:
+            entry[0] += 1
+            return
+        from torch.utils._pytree import tree_leaves
+
+        nested = next((t for t in tree_leaves((args, out)) if isinstance(t, torch.Tensor) and t.is_nested), None)
+        reason = irregular_reason(nested) if nested is not None else f"{type(exc).__name__}: {exc}"
+        self.failures[packet_id] = [1, reason]
 
     def record(self, packet: Any) -> None:
         """Count one executed call of ``packet`` (used by the fallback recorder)."""
@@ -507,7 +537,9 @@ class OperatorCounter:
         raw = {
             label: {packets[key]: count for key, count in counts.items()} for label, counts in self.flop_counts.items()
         }
-        return flop_report(raw, {packets[key]: count for key, count in self.calls.items()})
+        calls = {packets[key]: count for key, count in self.calls.items()}
+        failures = {packets[key]: (count, reason) for key, (count, reason) in self.failures.items()}
+        return flop_report(raw, calls, custom_mapping=self._mapping, failures=failures)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -518,8 +550,18 @@ def _context(method: str) -> dict[str, Any]:
     return {"torch_version": str(torch.__version__), "method": method}
 
 
-def flop_report(raw: Mapping[str, Mapping[Any, Any]], calls: Mapping[Any, int]) -> FlopReport:
-    """Build a :class:`FlopReport` from per-label counts (``"Global"`` included) and operator calls."""
+def flop_report(
+    raw: Mapping[str, Mapping[Any, Any]],
+    calls: Mapping[Any, int],
+    *,
+    custom_mapping: Mapping[Any, Any] | None = None,
+    failures: Mapping[Any, tuple[int, str]] | None = None,
+) -> FlopReport:
+    """Build a :class:`FlopReport` from per-label counts (``"Global"`` included) and operator calls.
+
+    ``custom_mapping``: the caller formulas in use (named in the method and the context);
+    ``failures``: packet -> ``(calls, reason)`` of calls whose formula could not be applied.
+    """
     global_counts = raw.get("Global", {})
     by_operator = {str(packet): int(count) for packet, count in global_counts.items()}
     by_operator = dict(sorted(by_operator.items()))
@@ -530,9 +572,16 @@ def flop_report(raw: Mapping[str, Mapping[Any, Any]], calls: Mapping[Any, int]) 
     recorded: dict[str, int] = defaultdict(int)
     for packet, count in calls.items():
         recorded[str(packet)] += int(count)
+    failed = {str(packet): entry for packet, entry in (failures or {}).items()}
     ignored: dict[str, dict[str, Any]] = {}
     diagnostics: list[Diagnostic] = []
     for op in sorted(recorded):
+        if op in failed:
+            count, reason = failed[op]
+            message = (f"{op} was observed {recorded[op]} time(s); its FLOP formula could not be applied to "
+                       f"{count} of them: {reason}.")
+            diagnostics.append(make_diagnostic("uncounted_operator", "flops", message, operator=op))
+            continue
         if op in by_operator:
             continue
         reason = IGNORED_OPERATORS.get(op)
@@ -548,13 +597,14 @@ def flop_report(raw: Mapping[str, Mapping[Any, Any]], calls: Mapping[Any, int]) 
                 )
             )
     value = int(sum(by_operator.values()))
+    method = flop_method(custom_mapping)
     if diagnostics:
-        total = metric_result(status="partial", known_value=value, unit="FLOPs", scope="workload", method=METHOD_FLOP_COUNTER)
+        total = metric_result(status="partial", known_value=value, unit="FLOPs", scope="workload", method=method)
     else:
-        total = metric_result(status="complete", value=value, unit="FLOPs", scope="workload", method=METHOD_FLOP_COUNTER)
+        total = metric_result(status="complete", value=value, unit="FLOPs", scope="workload", method=method)
     return {
         "schema_version": SCHEMA_VERSION,
-        "context": _context(METHOD_FLOP_COUNTER),
+        "context": {**_context(method), "formulas": formula_context(custom_mapping)},
         "total": total,
         "by_module": by_module,
         "by_operator": by_operator,

@@ -167,7 +167,13 @@ class ExecutionPaths:
         if ops is None:
             ops = self._escaped[(target.path, index)] = {}
         ops[name] = ops.get(name, 0) + 1
-        propagate(self.states, name, args, kwargs, out, f"{name} in '{target.path}'")
+        where = f"{name} in '{target.path}'"
+        try:
+            propagate(self.states, name, args, kwargs, out, where)
+        except Exception as exc:  # noqa: BLE001 - a tensor subclass the data flow cannot read
+            cause = f"{where} could not be followed ({type(exc).__name__})"
+            for tensor in tensors_in(out):
+                self.states.set(tensor, Field.unavailable(cause))
 
     # ------------------------------------------------------------------------------- leaf calls
 

@@ -25,6 +25,7 @@ from torchscan_lsp.contract.metrics import (
     metric_result,
 )
 from torchscan_lsp.contract.report import (
+    DIAGNOSTIC_NOT_APPLICABLE,
     EXECUTION_MODE,
     PACKAGE,
     SCHEMA_VERSION,
@@ -33,6 +34,7 @@ from torchscan_lsp.contract.report import (
     Diagnostic,
     IncompleteAnalysisError,
     LayerReport,
+    incomplete_diagnostics,
     make_diagnostic,
 )
 
@@ -52,6 +54,8 @@ __all__ = [
     "METHOD_FLOP_COUNTER",
     "METHOD_NOT_REQUESTED",
     "EXECUTION_MODE",
+    "DIAGNOSTIC_NOT_APPLICABLE",
+    "incomplete_diagnostics",
     "PACKAGE",
     "Status",
     "MetricResult",

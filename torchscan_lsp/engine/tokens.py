@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.engine.tensor_shapes import component_shapes, regular_shape, unreadable_values
+
 __all__ = ["KINDS_BY_CLASS", "token_dependencies", "mask_relation", "token_kind"]
 
 ALL, CAUSAL, LOCAL, UNKNOWN = "all_tokens", "causal", "token_local", "unknown"
@@ -54,11 +56,12 @@ def mask_relation(
         is_causal: the call's ``is_causal`` flag (a hint that the mask is causal).
         q_len, k_len: lengths of the query and key axes.
     """
-    tensors = [t for t in (mask, padding) if t is not None]
-    if any(t.device.type == "meta" for t in tensors):
+    tensors = [t for t in (mask, padding) if isinstance(t, torch.Tensor)]
+    unreadable = next((reason for reason in map(unreadable_values, tensors) if reason is not None), None)
+    if unreadable is not None:
         if is_causal and padding is None:
             return CAUSAL, "is_causal=True"
-        return UNKNOWN, "mask values cannot be read on the meta device"
+        return UNKNOWN, unreadable
     if padding is not None:
         hidden = int(_blocked(padding).reshape(-1, padding.shape[-1]).any(dim=0).sum())
         if hidden:
@@ -102,9 +105,21 @@ def _bind(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
     return bound.arguments
 
 
-def _axis(role: str, tensor: torch.Tensor, batch_first: bool) -> dict[str, Any]:
+def _axis(role: str, tensor: Any, batch_first: bool) -> dict[str, Any]:
+    """The token axis of ``tensor``: its dim and length. A nested tensor (a padded batch packed by
+    ``TransformerEncoder``) has no single length: ``length`` is None and ``lengths`` lists each
+    sequence's (dim 0 is the nesting axis, so component dim ``dim - 1``)."""
+    if not isinstance(tensor, torch.Tensor):
+        return {"role": role, "dim": None, "length": None}
     dim = 1 if batch_first and tensor.dim() == 3 else 0
-    return {"role": role, "dim": dim, "length": int(tensor.shape[dim])}
+    shape = regular_shape(tensor)
+    if shape is not None:
+        return {"role": role, "dim": dim, "length": int(shape[dim])}
+    axis: dict[str, Any] = {"role": role, "dim": dim, "length": None}
+    components = component_shapes(tensor)
+    if components is not None and dim >= 1:
+        axis["lengths"] = [int(sizes[dim - 1]) for sizes in components]
+    return axis
 
 
 def _stage(stage: str, query: dict, key: dict, relation: tuple[str, str]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from torchscan_lsp.engine.report import (
     STATUS_COMPLETE,
     IncompleteAnalysisError,
     MetricResult,
+    incomplete_diagnostics,
     metric_result,
 )
 from torchscan_lsp.version import package_version
@@ -123,13 +124,17 @@ def forward_totals(
 
 
 def check_strict(report: dict[str, Any]) -> None:
-    """Raise :class:`IncompleteAnalysisError` when the report has diagnostics or an incomplete total.
+    """Raise :class:`IncompleteAnalysisError` when a total is incomplete or a diagnostic says
+    something is missing (docs/report-schema.md, strict mode).
 
-    Totals that were not requested (structure mode) do not count.
+    Totals that were not requested (structure mode) do not count, nor do ``metric_not_applicable``
+    diagnostics: a spatial receptive field does not apply to attention (token dependencies
+    describe it), which is not an incomplete result. A partial count, an operator without a
+    formula, or a receptive field that could not be followed through a branch still raises.
     """
     incomplete = any(
         metric["status"] != STATUS_COMPLETE and metric["method"] != METHOD_NOT_REQUESTED
         for metric in report["totals"].values()
     )
-    if report["diagnostics"] or incomplete:
+    if incomplete or incomplete_diagnostics(report):
         raise IncompleteAnalysisError(report)

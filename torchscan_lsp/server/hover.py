@@ -78,7 +78,8 @@ def target_card(state: TargetState, client: str | None = None) -> str:
                      f"(peak {fmt.byte_size(memory.get('peak_bytes', 0))}, {memory.get('metric', '')} on {memory.get('device')})")
     latency = model_latency(state)
     if latency is not None:
-        parts.append(f"Latency: {fmt.metric_text(latency, 'seconds')} per call ({latency.get('status')}, {latency.get('method')})")
+        parts.append(f"Latency: {fmt.metric_text(latency, 'seconds')} per call{_model_spread(state)} "
+                     f"({latency.get('status')}, {latency.get('method')})")
     training = training_report(state)
     if training is not None:
         parts.append(training_card(training_summary(training)))
@@ -86,6 +87,16 @@ def target_card(state: TargetState, client: str | None = None) -> str:
     if failed is not None:
         parts.append(f"**Training step failed**: {failed.get('type')}: {failed.get('message')}")
     return "\n\n".join(p for p in parts if p)
+
+
+def _model_spread(state: TargetState) -> str:
+    """``", IQR 12.0 µs"``: the spread of the model latency shown, when the report has one."""
+    for kind, name in (("latency", "latency_iqr"), ("layer_latency", "model_latency_iqr")):
+        report = state.measurements.get(kind)
+        spread = report.get("totals", {}).get(name) if isinstance(report, dict) else None
+        if metric_value(spread) is not None:
+            return f", IQR {fmt.metric_text(spread, 'seconds')}"
+    return ""
 
 
 def training_card(summary: TrainingSummary) -> str:
@@ -150,6 +161,44 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     return "\n\n".join(parts)
 
 
+def _latency_row(record: dict) -> str:
+    metrics = record.get("metrics", {})
+    name = f"`{record.get('path') or '(root)'}`" + (f" (call {record['call_index']})" if record.get("call_index") else "")
+    if metric_value(metrics.get("latency")) is None:
+        return f"| {name} | not timed | | | {record.get('reason', '')} |"
+    share = metric_value(metrics.get("latency_share"))
+    note = "" if record.get("stable", True) else f"unstable: spread {record.get('relative_spread', 0):.0%} of the median"
+    return (f"| {name} | {fmt.metric_text(metrics['latency'], 'seconds')} | {fmt.metric_text(metrics.get('latency_iqr'), 'seconds')} "
+            f"| {'?' if share is None else f'{share:.1%}'} | {note} |")
+
+
+def layer_latency_card(measurements: dict, paths: list[str]) -> str:
+    """Markdown of the per-layer latency of the calls under ``paths`` from the last "Measure latency"
+    (``measurements["layer_latency"]``): median, spread (IQR) and share of the model's latency of each
+    call, unstable ones flagged; ``""`` without a measurement."""
+    report = measurements.get("layer_latency")
+    if not isinstance(report, dict) or not report.get("layers"):
+        return ""
+    prefixes = tuple(p + "." for p in paths if p)
+    records = [r for r in report["layers"] if "" in paths or r.get("path") in paths or r.get("path", "").startswith(prefixes)]
+    if not records:
+        return ""
+    totals = report.get("totals", {})
+    model = totals.get("model_latency")
+    head = "**Latency** (each call replayed alone"
+    if metric_value(model) is not None:
+        head += f"; model {fmt.metric_text(model, 'seconds')}, IQR {fmt.metric_text(totals.get('model_latency_iqr'), 'seconds')}"
+    rows = [head + ")", "", "| call | median | IQR | share of model | |", "| --- | --- | --- | --- | --- |"]
+    rows += [_latency_row(record) for record in records[:MAX_PATHS]]
+    if len(records) > MAX_PATHS:
+        rows.append(f"| … {len(records) - MAX_PATHS} more | | | | |")
+    consistency = report.get("consistency") or {}
+    if consistency.get("within_tolerance") is False:
+        rows.append(f"\nThe layers sum to {consistency['layer_sum_over_model']:.2f}× the model's latency: "
+                    "read them as relative to one another, not as exact parts of it.")
+    return "\n".join(rows)
+
+
 def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str = "Operators on this line") -> str:
     """Markdown table of source-map operator entries: operator FLOPs, counted by PyTorch's
     ``FlopCounterMode`` (a method of its own, never merged with the module formulas). An operator
@@ -186,12 +235,14 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
         parts = [STALE_NOTE] if state.stale or state.error is not None else []
         if info.defined:
             parts.append(module_card(view, info.defined))
+            parts.append(layer_latency_card(state.measurements, info.defined))
         if info.called:
             calls = outermost(info.called)
             outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
             parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
         if info.operators:
             parts.append(operators_card(view, info.operators))
+        parts = [part for part in parts if part]
         if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
             parts.append(f"_target `{state.key.name}` in `{state.key.file}`_")
             return "\n\n".join(parts)

@@ -102,7 +102,7 @@ def run_measurement(
     if name == "memory":
         return dict(torchscan_lsp.measure_peak_memory(workload, device=device))
     if name == "layer_latency":
-        from torchscan_lsp.engine.latency import measure_layer_latency
+        from torchscan_lsp.engine.layer_latency import measure_layer_latency
 
         return dict(measure_layer_latency(model, tuple(args), dict(kwargs), device=device))
     raise ValueError(f"unknown measurement {name!r}")

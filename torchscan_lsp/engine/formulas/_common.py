@@ -29,6 +29,7 @@ __all__ = [
     "output_tensor",
     "rf_pointwise",
     "rf_undefined",
+    "NotApplicableWarning",
     "shape",
     "unsupported",
 ]
@@ -138,12 +139,17 @@ def rf_pointwise(module: nn.Module, x=None, y=None) -> tuple[float, float, float
     return POINTWISE_RF
 
 
+class NotApplicableWarning(UserWarning):
+    """A metric does not apply to a module (a spatial receptive field for attention): the crawler
+    reports it unavailable with a ``metric_not_applicable`` diagnostic, which strict mode accepts."""
+
+
 def rf_undefined(module: nn.Module, reason: str) -> tuple[float, float, float]:
     """Warn that a spatial receptive field does not describe ``module`` (the crawler reports it
-    unavailable) and return the neutral triple."""
+    unavailable, as not applicable) and return the neutral triple."""
     warnings.warn(
         f"Receptive field is not defined for {type(module).__name__}: {reason}",
-        UserWarning,
+        NotApplicableWarning,
         stacklevel=4,
     )
     return POINTWISE_RF

@@ -9,7 +9,9 @@ with ``_get_raw = True`` gets the real arguments and ``out_val=`` instead. Pass 
 by default, and a caller's ``custom_mapping`` wins over it.
 
 No packet that PyTorch already counts (``torch.utils.flop_counter.flop_registry``: mm, addmm, bmm,
-baddbmm, convolution, the CUDA attention kernels, ...) is overridden.
+baddbmm, convolution, the CUDA attention kernels, ...) is overridden, except those in
+``CORRECTIONS``, where PyTorch's formula is wrong: ``convolution_backward`` (its grad-weight term
+ignores groups; see ``convolution.convolution_backward_flop``).
 
 ``DECOMPOSITION_GUARDS`` maps *overloads* (``torch.ops.aten.native_batch_norm.default``) to the same
 formulas. ``FlopCounterMode`` calls ``func.decompose()`` on every overload that is not a key of its
@@ -28,8 +30,9 @@ reference ignore list (views, data movement, creation, random generation, runtim
 
 The families, one module each: ``elementwise``, ``activation`` (with softmax), ``normalization``,
 ``pooling``, ``reduction``, ``interpolation``, ``embedding``, ``matmul``, ``spectral`` (FFTs), ``loss``,
-``attention`` (fused CPU attention and Transformer kernels), ``recurrent`` (fused RNN kernels) and
-``backward`` (the gradients of these families, for training-step workloads). The convention is explained
+``attention`` (fused CPU attention and Transformer kernels), ``recurrent`` (fused RNN kernels),
+``backward`` (the gradients of these families, for training-step workloads) and ``convolution``
+(convolution backward, in place of PyTorch's formula). The convention is explained
 once in docs/operator-formulas.md.
 """
 
@@ -44,6 +47,7 @@ from . import (  # noqa: F401  (importing a family registers its formulas)
     activation,
     attention,
     backward,
+    convolution,
     elementwise,
     embedding,
     interpolation,
@@ -55,11 +59,13 @@ from . import (  # noqa: F401  (importing a family registers its formulas)
     reduction,
     spectral,
 )
-from ._base import FAMILY, REGISTRY
+from ._base import CORRECTIONS, FAMILY, REGISTRY
 from .ignored import EXTRA_IGNORED
 
 #: operator packet -> FLOP formula (FlopCounterMode custom_mapping contract).
-DEFAULT_FORMULAS: dict = {packet: fn for packet, fn in REGISTRY.items() if packet not in _torch_registry}
+DEFAULT_FORMULAS: dict = {
+    packet: fn for packet, fn in REGISTRY.items() if packet not in _torch_registry or packet in CORRECTIONS
+}
 
 #: "aten.relu" -> family module name ("activation"), for documentation and tests.
 FORMULA_FAMILIES: dict[str, str] = {str(packet): FAMILY[str(packet)] for packet in DEFAULT_FORMULAS}
@@ -92,4 +98,4 @@ def counter_mapping(custom: dict[Any, Any] | None = None) -> dict[Any, Any]:
     return {**DEFAULT_FORMULAS, **DECOMPOSITION_GUARDS, **(custom or {})}
 
 
-__all__ = ["DECOMPOSITION_GUARDS", "DEFAULT_FORMULAS", "EXTRA_IGNORED", "FORMULA_FAMILIES", "counter_mapping"]
+__all__ = ["CORRECTIONS", "DECOMPOSITION_GUARDS", "DEFAULT_FORMULAS", "EXTRA_IGNORED", "FORMULA_FAMILIES", "counter_mapping"]

@@ -24,6 +24,8 @@ aten = torch.ops.aten
 REGISTRY: dict[Any, Callable[..., int]] = {}
 #: packet name ("aten.relu") -> family module name, for the documentation and the tests.
 FAMILY: dict[str, str] = {}
+#: packets whose PyTorch formula is wrong and which this project's formula replaces.
+CORRECTIONS: set[Any] = set()
 
 Shape = torch.Size
 
@@ -38,8 +40,14 @@ def packets(names: Sequence[str]) -> list[Any]:
     return found
 
 
-def register(*names: str, family: str | None = None) -> Callable[[Callable[..., int]], Callable[..., int]]:
-    """Register a formula for the packets ``aten.<name>`` (names absent from this torch are skipped)."""
+def register(
+    *names: str, family: str | None = None, corrects_pytorch: bool = False
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Register a formula for the packets ``aten.<name>`` (names absent from this torch are skipped).
+
+    ``corrects_pytorch``: PyTorch has a formula for these packets, and it is wrong; ours replaces it
+    (its docstring must say what PyTorch gets wrong).
+    """
 
     def deco(fn: Callable[..., int]) -> Callable[..., int]:
         fam = family or fn.__module__.rsplit(".", 1)[-1]
@@ -48,6 +56,8 @@ def register(*names: str, family: str | None = None) -> Callable[[Callable[..., 
                 raise RuntimeError(f"duplicate operator formula for {packet}")
             REGISTRY[packet] = fn
             FAMILY[str(packet)] = fam
+            if corrects_pytorch:
+                CORRECTIONS.add(packet)
         return fn
 
     return deco

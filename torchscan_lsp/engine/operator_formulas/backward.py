@@ -5,6 +5,7 @@ the derivative's formula plus the multiplication by the incoming gradient (a com
 selection for piecewise functions), with Sigmoid = 4 and Tanh = 6 as in the forward pass. Matrix
 products keep PyTorch's 2*M*N*K. Accumulating gradients into a shared source (a scatter-add, the
 rows of an embedding, the inputs of overlapping windows) costs one addition per contribution.
+Convolutions are in ``convolution`` (a formula that replaces PyTorch's).
 """
 
 from __future__ import annotations
