@@ -76,6 +76,15 @@ class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type:
         cuda: the live blocks as the CUDA caching allocator would hold them, with their peak.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # No torch._disable_dynamo wrapper around every dispatch (as the operator counter): the step
+        # runs eagerly; the wrapper costs a few microseconds per operator
+        return False
+
+    if MEM_TRACKER_AVAILABLE:
+        __torch_dispatch__ = getattr(MemTracker.__torch_dispatch__, "__wrapped__", MemTracker.__torch_dispatch__)
+
     def __init__(self) -> None:
         super().__init__()
         self.phase: str | None = None
