@@ -9,7 +9,8 @@ where ``MemTracker`` falls short:
   tracked so far, so its cost grows with operators x modules: a Llama-7B-sized step (about 20,000
   operators, 300 modules) spends over 20 s there. The override visits only the active modules
   (``ModTracker.parents``), which is where the original updates anything; the per-module and global
-  peaks it records are the same.
+  peaks it records are the same. Its dispatch is also not wrapped in ``torch._disable_dynamo`` (the
+  step runs eagerly): forward and backward 1.29x faster, measured side by side.
 * **Phase.** ``MemTracker`` keeps one global peak; the tracker also keeps the peak of each phase of
   the step (forward, backward, optimizer step), named by :meth:`enter_phase`.
 * **The CUDA caching allocator.** ``MemTracker`` rounds storages to 512 bytes only on CUDA tensors,
