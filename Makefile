@@ -31,4 +31,4 @@ bench: setup
 	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 clean:
-	rm -rf $(VENV) editors/vscode/node_modules
+	rm -rf $(VENV) editors/vscode/node_modules .tools tests/editors/vscode_real/node_modules build/vscode-real

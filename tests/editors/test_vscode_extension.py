@@ -35,6 +35,25 @@ def npm():
     return run
 
 
+# Each locked package whose `engines.node` excludes the running node, by npm's own semver rules.
+ENGINE_CHECK = """
+const semver = require('semver');
+const lock = require('./package-lock.json');
+const refused = Object.entries(lock.packages)
+  .filter(([name, info]) => name && typeof info.engines?.node === 'string' && !semver.satisfies(process.version, info.engines.node))
+  .map(([name, info]) => `${name} wants node ${info.engines.node}`);
+console.log(JSON.stringify(refused));
+"""
+
+
+def test_every_locked_package_runs_on_this_node(npm):
+    # `npm ci` warns (EBADENGINE) for each of these: the docs promise node 20
+    node = require_tool("node", "node 20 builds the VS Code extension")
+    result = subprocess.run([node, "-e", ENGINE_CHECK], cwd=EXTENSION, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
 def test_type_check(npm):
     npm("check")
 
@@ -61,7 +80,7 @@ def test_package_is_an_installable_vsix(npm):
     assert not [name for name in names if "node_modules" in name or name.startswith("extension/src/")]
     assert manifest["main"] == "./dist/extension.js"
     titles = {command["title"] for command in manifest["contributes"]["commands"]}
-    assert titles == {"Re-analyse", "Show report", "Measure latency", "Restart server", "Show log"}
+    assert titles == {"Re-analyse", "Show report", "Measure latency", "Measure memory", "Restart server", "Show log"}
     assert manifest["capabilities"]["untrustedWorkspaces"]["supported"] == "limited"
 
 

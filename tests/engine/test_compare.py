@@ -35,7 +35,7 @@ def test_conv_width_change_example():
     assert diff["schema_version"] == 1
     assert list(diff["totals"]) == [
         "buffer_bytes", "buffer_elements", "dmas", "frozen_parameters", "macs", "module_flops",
-        "operator_flops", "parameter_bytes", "parameters", "trainable_parameters",
+        "operator_flops", "operator_macs", "parameter_bytes", "parameters", "trainable_parameters",
     ]
     assert diff["totals"]["parameters"]["status"] == "complete" and diff["totals"]["parameters"]["delta"] == 112
     assert diff["totals"]["module_flops"] == {
@@ -46,7 +46,7 @@ def test_conv_width_change_example():
     }
     assert diff["layers"]["added"] == [] and diff["layers"]["removed"] == []
     (changed,) = diff["layers"]["changed"]
-    assert changed["path"] == "" and set(changed["metrics"]) == {"dmas", "macs", "module_flops"}
+    assert changed["path"] == "" and set(changed["metrics"]) == {"dmas", "macs", "module_flops", "operator_flops", "operator_macs"}
     assert json.loads(json.dumps(diff)) == diff
 
 
@@ -62,9 +62,12 @@ def test_layer_level_example():
     assert [added["metrics"][n]["value"] for n in ("receptive_field", "effective_stride", "effective_padding")] == [1.0, 1.0, 0.0]
     assert diff["layers"]["removed"] == []
     changed = {entry["path"]: entry["metrics"] for entry in diff["layers"]["changed"]}
-    assert list(changed) == ["0", "1"]
-    assert list(changed["0"]) == ["dmas", "macs", "module_flops"]
-    assert {name: changed["0"][name]["delta"] for name in changed["0"]} == {"dmas": 24, "macs": 16, "module_flops": 32}
+    assert list(changed) == ["", "0", "1"]  # the root's inclusive operator counts changed too
+    assert list(changed["0"]) == ["dmas", "macs", "module_flops", "operator_flops", "operator_macs"]
+    # Linear(4, 4) -> Linear(4, 8) on (1, 4): aten.addmm 2*4*4 = 32 -> 2*4*8 = 64 FLOPs, 16 -> 32 MACs
+    assert {name: changed["0"][name]["delta"] for name in changed["0"]} == {
+        "dmas": 24, "macs": 16, "module_flops": 32, "operator_flops": 32, "operator_macs": 16,
+    }  # fmt: skip
     assert changed["0"]["dmas"]["before"]["value"] == 28 and changed["0"]["dmas"]["after"]["value"] == 52
     # the operator total is partial exactly when one side is
     operator = diff["totals"]["operator_flops"]

@@ -96,10 +96,14 @@ def test_conv2d_worked_example():
         "path": "", "call_index": 0, "name": "conv2d", "depth": 0, "type": "Conv2d",
         "input": {"args": [tensor_meta(1, 3, 32, 32)], "kwargs": {}},
         "output": tensor_meta(1, 8, 30, 30),
-        "parameters": {"trainable": 224, "frozen": 0, "bytes": 896, "shared": False},
-        "buffers": {"elements": 0, "bytes": 0, "shared": False},
+        "parameters": {"trainable": 224, "frozen": 0, "bytes": 896, "shared": False, "shared_elements": 0, "shared_with": []},
+        "buffers": {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []},
         "metrics": {
             "calls": metric("complete", 1, "calls", method="pytorch_hook"),
+            # the dispatcher's count of the call: aten.convolution, 2*8*3*9*30*30 = 388800 FLOPs
+            # (PyTorch's convolution formula leaves the bias out), 8*3*9*900 = 194400 MACs
+            "operator_flops": metric("complete", 388800, "FLOPs", method=FCM),
+            "operator_macs": metric("complete", 194400, "MACs", method="torchscan_operator_macs"),
             "module_flops": metric("complete", 388800, "FLOPs"),
             "macs": metric("complete", 194400, "MACs"),
             "dmas": metric("complete", 201824, "DMAs"),
@@ -133,6 +137,7 @@ def test_conv2d_worked_example():
         "operator_flops": operator_total,
         "macs": metric("complete", 194400, "MACs", "forward"),
         "dmas": metric("complete", 201824, "DMAs", "forward"),
+        "operator_macs": metric("complete", 194400, "MACs", "workload", "torchscan_operator_macs"),
     }
     assert report["diagnostics"] == []
     assert json.loads(json.dumps(report)) == report
@@ -164,15 +169,16 @@ def test_partial_model_layers_parameters_and_buffers():
     ]
     params = {l["path"]: l["parameters"]["trainable"] for l in layers}
     assert params == {"": 0, "0": 112, "1": 8, "2": 0, "3": 0, "3.0": 0, "3.1": 0, "4": 0, "5": 128, "6": 130}
-    assert layers[2]["buffers"] == {"elements": 9, "bytes": 40, "shared": False}
+    assert layers[2]["buffers"] == {"elements": 9, "bytes": 40, "shared": False, "shared_elements": 0, "shared_with": []}
     totals = report["totals"]
     assert totals["parameters"]["value"] == 378 and totals["trainable_parameters"]["value"] == 378
     assert totals["frozen_parameters"]["value"] == 0
     assert totals["parameter_bytes"]["value"] == 1512
     assert totals["buffer_elements"]["value"] == 9 and totals["buffer_bytes"]["value"] == 40
     assert report["context"]["dtypes"] == ["torch.float32", "torch.int64"]
-    # containers carry only `calls`
-    assert set(layers[0]["metrics"]) == {"calls"} and set(layers[4]["metrics"]) == {"calls"}
+    # containers carry `calls` and their inclusive dispatcher counts, no module formulas
+    container = {"calls", "operator_flops", "operator_macs"}
+    assert set(layers[0]["metrics"]) == container and set(layers[4]["metrics"]) == container
 
 
 def test_partial_model_module_metrics_and_aggregation():
@@ -408,11 +414,17 @@ class Shared(nn.Module):
 def test_shared_modules_and_tied_weights():
     report = crawl_module(Shared(), (4,))
     records = [(l["path"], l["call_index"], l["parameters"]) for l in report["layers"]]
+    # block's weight (4x4 = 16) and bias (4) are counted once, by its first call; its second call
+    # and the head (whose weight is block's) say with whom they share: 20 and 16 elements
+    def params(trainable, nbytes, shared_elements=0, shared_with=()):
+        return {"trainable": trainable, "frozen": 0, "bytes": nbytes, "shared": bool(shared_elements),
+                "shared_elements": shared_elements, "shared_with": list(shared_with)}  # fmt: skip
+
     assert records == [
-        ("", 0, {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False}),
-        ("block", 0, {"trainable": 20, "frozen": 0, "bytes": 80, "shared": False}),
-        ("block", 1, {"trainable": 0, "frozen": 0, "bytes": 0, "shared": True}),
-        ("head", 0, {"trainable": 0, "frozen": 0, "bytes": 0, "shared": True}),
+        ("", 0, params(0, 0)),
+        ("block", 0, params(20, 80)),
+        ("block", 1, params(0, 0, 20, ["block"])),
+        ("head", 0, params(0, 0, 16, ["block"])),
     ]
     assert report["totals"]["parameters"]["value"] == 20
     # compute is counted once per call

@@ -7,7 +7,7 @@ from torch import nn
 
 from torchscan_lsp.engine.crawler import crawl_module
 from torchscan_lsp.engine.operators import measure_flops
-from torchscan_lsp.engine.paths import META_UNAVAILABLE
+from torchscan_lsp.engine.dataflow_tracker import META_UNAVAILABLE
 
 
 def cnn() -> nn.Module:

@@ -4,8 +4,9 @@ counter gets its own copy, and a formula registered later (or a changed default)
 import torch
 from torch.utils import flop_counter as fc
 
-from torchscan_lsp.engine import operator_formulas, operators
-from torchscan_lsp.engine.operators import OperatorCounter, measure_flops
+from torchscan_lsp.engine import operator_formulas, operator_table
+from torchscan_lsp.engine.operator_counter import OperatorCounter
+from torchscan_lsp.engine.operators import measure_flops
 
 aten = torch.ops.aten
 
@@ -37,5 +38,5 @@ def test_a_formula_registered_later_is_picked_up(monkeypatch):
 
 
 def test_registry_matches_a_fresh_merge():
-    expected = {**fc.flop_registry, **operators.default_mapping()}
+    expected = {**fc.flop_registry, **operator_table.default_mapping()}
     assert OperatorCounter().registry.keys() == expected.keys()

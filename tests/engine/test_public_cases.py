@@ -87,8 +87,14 @@ def test_p03_tied_weight_counted_once_but_its_matmul_runs():
     # one 50x8 tensor: 400 unique elements; the head still multiplies: 4·8·50 = 1600 MACs
     report = crawl_module(Tied(), args=(torch.zeros(1, 4, dtype=torch.long),))
     check(report, params=400, macs=1600, flops=3200)
-    head = [layer for layer in report["layers"] if layer["path"] == "head"][0]
-    assert head["parameters"]["shared"] is True
+    # the embedding's record counts the 400 elements (4 bytes each); the head's says with whom it shares them
+    emb, head = (next(layer for layer in report["layers"] if layer["path"] == path) for path in ("emb", "head"))
+    assert emb["parameters"] == {
+        "trainable": 400, "frozen": 0, "bytes": 1600, "shared": False, "shared_elements": 0, "shared_with": [],
+    }  # fmt: skip
+    assert head["parameters"] == {
+        "trainable": 0, "frozen": 0, "bytes": 0, "shared": True, "shared_elements": 400, "shared_with": ["emb"],
+    }  # fmt: skip
 
 
 def test_p04_multihead_attention_in_train_mode():

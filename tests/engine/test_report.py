@@ -30,6 +30,7 @@ def test_schema_version_and_vocabulary():
         "torchscan_module_formula",
         "pytorch",
         "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas",
+        "torchscan_operator_macs",
         "not_requested",
     }
 

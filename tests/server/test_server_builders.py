@@ -242,6 +242,10 @@ def test_untrusted_information():
         (told,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)], client=client)
         assert words in told.message and "torchscan.allowExecution" in told.message
         assert words in build_hover("net.py", 4, [_state(view=None, untrusted=True)], client=client)
+    # VS Code ignores the setting in an untrusted workspace: its users are told to trust it instead
+    (told,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=None, untrusted=True)], client="vscode")
+    assert "Trust the workspace: click Restricted Mode in the status bar, or run Workspaces: Manage Workspace Trust" in told.message
+    assert "set torchscan.allowExecution" not in told.message
 
 
 def test_hover_cards():
@@ -264,6 +268,20 @@ def test_code_lenses():
         "Measure training step"]
     assert {lens.range.start.line for lens in lenses} == {3}
     assert lenses[1].command.command == "torchscan.reanalyze" and lenses[1].command.arguments == ["file:///ws/net.py", "Net"]
+
+
+def test_untrusted_target_gets_the_summary_lens_only():
+    # the other four lenses would run the workspace's code, which an untrusted workspace refuses
+    lenses = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state(view=None, untrusted=True)])
+    assert [lens.command.title for lens in lenses] == ["torchscan: not analysed (untrusted workspace)"]
+
+
+def test_memory_lens_after_measuring():
+    # 3 MiB above a 1 MiB baseline: peak 4 MiB, delta 3 MiB = 3,145,728 bytes
+    memory = {"device": "cpu", "metric": "pytorch_tensor_bytes", "baseline_bytes": 1 << 20,
+              "peak_bytes": 4 << 20, "delta_bytes": 3 << 20}
+    lens = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state(measurements={"memory": memory})])[0]
+    assert lens.command.title == "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs · peak memory +3.00 MiB"
 
 
 def _seconds(value):

@@ -34,3 +34,11 @@ def test_a_client_that_pulls_but_cannot_be_asked_again_gets_pushes():
     facts = ClientFacts.resolve(_params(capabilities, name=None))
     assert facts.pull_diagnostics is False and facts.name is None
     assert ClientFacts.resolve(_params(types.ClientCapabilities())) == ClientFacts(name="neovim")
+
+
+def test_the_vscode_extension_names_its_editor_whatever_the_application_calls_itself():
+    # code-server, VSCodium and VS Code give their own clientInfo names; the advice is the same
+    params = types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                    client_info=types.ClientInfo(name="code-server"),
+                                    initialization_options={"trusted": False, "editor": "vscode"})
+    assert ClientFacts.resolve(params).name == "vscode"

@@ -12,7 +12,7 @@ import lsp_support as lsp
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"])
 
 
-async def _start(client, tmp_path, capabilities, trusted, client_info=None):
+async def _start(client, tmp_path, capabilities, trusted, client_info=None, editor=None):
     root = lsp.make_workspace(tmp_path)
     client.root = root
     client.status = lsp.attach(client)
@@ -20,7 +20,7 @@ async def _start(client, tmp_path, capabilities, trusted, client_info=None):
     return await client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=root.as_uri(), client_info=client_info,
         workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
-        initialization_options={"trusted": trusted}))
+        initialization_options={"trusted": trusted, **({"editor": editor} if editor else {})}))
 
 
 @pytest_lsp.fixture(config=SERVER)
@@ -55,6 +55,30 @@ async def test_untrusted_workspace_runs_nothing_until_allowed(untrusted):
     assert state == "done"
     # Conv2d(3, 8, 3) on (3, 32, 32): 224 parameters, 194,400 MACs, 388,800 FLOPs (see the session tests)
     assert lsp.labels_by_line(await lsp.hints(client, uri))[target] == ["224 params · 194 kMACs · 389 kFLOPs"]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def untrusted_vscode(lsp_client: LanguageClient, tmp_path):
+    # as the VS Code extension starts it in code-server, whose application name is its own
+    await _start(lsp_client, tmp_path, client_capabilities("neovim@v0.11"), trusted=False,
+                 client_info=types.ClientInfo(name="code-server", version="1.139.1"), editor="vscode")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_untrusted_vscode_is_told_to_trust_the_workspace(untrusted_vscode):
+    client = untrusted_vscode
+    path = client.root / "conv.py"
+    uri = await lsp.analysed(client, client.status, path, states={"untrusted"})
+    (found,) = client.diagnostics[uri]
+    # VS Code ignores torchscan.allowExecution in an untrusted workspace: the advice is trust
+    assert "Trust the workspace: click Restricted Mode in the status bar" in found.message
+    assert "set torchscan.allowExecution" not in found.message and "allow_execution" not in found.message
+    assert (await client.status.wait(uri, {"untrusted"}))[1] == (
+        "not analysed: the workspace is not trusted (Manage Workspace Trust)")
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert [lens.command.title for lens in lenses] == ["torchscan: not analysed (untrusted workspace)"]
 
 
 @pytest_lsp.fixture(config=SERVER)

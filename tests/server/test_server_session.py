@@ -361,6 +361,22 @@ async def test_show_report_renders_html_in_a_worker(client):
     assert shown.uri == Path(written).as_uri() and shown.external
 
 
+async def test_report_the_client_could_not_open_is_named_in_a_message(client):
+    # a browser window refuses to open a file:// page of the server's machine, and says nothing
+    uri = await analysed(client, client.status, client.root / "conv.py")
+    features = client.protocol.fm.features
+    accepting = features[types.WINDOW_SHOW_DOCUMENT]
+    features[types.WINDOW_SHOW_DOCUMENT] = lambda params: types.ShowDocumentResult(success=False)
+    try:
+        written = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="torchscan.showReport", arguments=[uri, "build_conv", "json"]))
+    finally:
+        features[types.WINDOW_SHOW_DOCUMENT] = accepting
+    told = [m.message for m in client.messages if "could not open the report" in m.message]
+    assert told == [f"torchscan: the editor could not open the report; it is at {written}"]
+    client.messages.clear()
+
+
 async def test_command_on_unknown_file_or_target_is_a_clear_error(client):
     missing = (client.root / "never_opened.py").as_uri()
     with pytest.raises(Exception, match="never_opened.py is not open"):

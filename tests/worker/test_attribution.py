@@ -134,35 +134,36 @@ def test_modules_built_by_library_code_point_at_the_workspace_line(tmp_path):
         tmp_path,
         {
             "net.py": """
+                import copy
+
                 import torch.nn as nn
 
 
-                class Encoder(nn.Module):
+                class Net(nn.Module):
                     def __init__(self):
                         super().__init__()
-                        # one head: an odd head count keeps the layers off their fused fast path
-                        layer = nn.TransformerEncoderLayer(16, 1, dim_feedforward=32, batch_first=True)
-                        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+                        block = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+                        self.blocks = nn.ModuleList(copy.deepcopy(block) for _ in range(2))
 
                     def forward(self, x):
-                        return self.encoder(x)
+                        for blk in self.blocks:
+                            x = blk(x)
+                        return x
             """
         },
     )
     text = files["net.py"]
-    result = run(tmp_path, "net.py", "Encoder", {"input_shape": [5, 16]})
+    result = run(tmp_path, "net.py", "Net", {"input_shape": [5, 16]})
     assert result["ok"] is True, result
     by_path = {m["path"]: m for m in result["source_map"]["modules"]}
-    assert by_path["encoder"]["defined_at"] == loc("net.py", line_of(text, "self.encoder ="))
-    assert by_path["encoder"]["called_at"] == loc("net.py", line_of(text, "return self.encoder(x)"))
-    # The layers are deep copies made inside torch while that line ran (their own submodules were
-    # copied, never registered, and take their ancestor's line), and torch code calls them while
-    # `return self.encoder(x)` is the innermost workspace line.
-    copies = [p for p in by_path if p.startswith("encoder.layers.")]
-    assert "encoder.layers.0" in copies and "encoder.layers.1.linear1" in copies
+    # The blocks are deep copies made by the standard library while that line ran (their own
+    # submodules were copied, never registered, and take their ancestor's line), and torch code
+    # (Sequential.forward) calls their children while `x = blk(x)` is the innermost workspace line.
+    copies = [p for p in by_path if p.startswith("blocks.")]
+    assert "blocks.0" in copies and "blocks.1.0" in copies
     for path in copies:
-        assert by_path[path]["defined_at"] == loc("net.py", line_of(text, "self.encoder ="))
-        assert by_path[path]["called_at"] == loc("net.py", line_of(text, "return self.encoder(x)"))
+        assert by_path[path]["defined_at"] == loc("net.py", line_of(text, "self.blocks ="))
+        assert by_path[path]["called_at"] == loc("net.py", line_of(text, "x = blk(x)"))
 
 
 def test_transformer_layers_keep_their_fast_path(tmp_path):

@@ -29,6 +29,7 @@ __all__ = [
     "METHOD_MODULE_FORMULA",
     "METHOD_PYTORCH",
     "METHOD_FLOP_COUNTER",
+    "METHOD_OPERATOR_MACS",
     "METHOD_NOT_REQUESTED",
     "METHODS",
     "Status",
@@ -61,9 +62,14 @@ METHOD_PYTORCH = "pytorch"
 #: formulas for what PyTorch leaves uncounted or counts wrongly; a report whose caller formulas took
 #: part appends ``+custom(<operators>)`` (``engine.operators.flop_method``).
 METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
+#: Multiply-accumulates of the dispatched matrix, convolution, attention and recurrent operators,
+#: from the engine's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
+METHOD_OPERATOR_MACS = "torchscan_operator_macs"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.
-METHODS = (METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_NOT_REQUESTED)
+METHODS = (
+    METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
+)  # fmt: skip
 
 Status = Literal["complete", "partial", "unavailable"]
 

@@ -7,8 +7,9 @@ keyword inputs, which global pre-hooks do not receive, and see what changed). :f
 runs one forward under PyTorch's *global* module hooks, which drive it: per-module hooks would
 change the program (they disable fused fast paths such as ``TransformerEncoderLayer``'s).
 
-A replay unit is a metric-leaf call (a module without children, or a ``MultiheadAttention``), or a
-container whose call ran none of its children (a fused fast path), replayed whole. A call whose
+A replay unit is a metric-leaf call (the engine's leaf rule: a module without children, a
+``MultiheadAttention``, a stock Transformer module, a parametrized module, ...), or a container whose
+call ran none of its children (a fused fast path), replayed whole. A call whose
 replay would not be faithful keeps a ``reason``: it modified its parameters or buffers, changed its
 attributes, or drew random numbers.
 """
@@ -108,14 +109,13 @@ class CallInfo(NamedTuple):
 
 
 def call_infos(model: nn.Module) -> dict[int, CallInfo]:
-    """``id(module) -> CallInfo`` for every module of ``model`` (a shared module under its first
-    path). A metric leaf is a module without children, or a ``MultiheadAttention``."""
-    infos: dict[int, CallInfo] = {}
-    for path, module in model.named_modules():
-        if id(module) not in infos:
-            leaf = next(module.children(), None) is None or isinstance(module, nn.MultiheadAttention)
-            infos[id(module)] = CallInfo(path, type(module).__name__, leaf)
-    return infos
+    """``id(module) -> CallInfo`` for every module of ``model`` whose calls the engine records (a
+    shared module under its first path), with the engine's one leaf rule
+    (:func:`~torchscan_lsp.engine.module_info.is_metric_leaf`): calls below a metric leaf are part of
+    it, never replay units of their own."""
+    from torchscan_lsp.engine.module_info import module_infos
+
+    return {key: CallInfo(info.path, info.type, info.leaf) for key, info in module_infos(model).items() if info.recorded}
 
 
 def stateful_reason(module: nn.Module) -> str | None:

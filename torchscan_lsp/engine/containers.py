@@ -4,16 +4,16 @@ Module formulas count metric-leaf calls. An operator that runs while a *containe
 active module — outside every child call — is work no formula sees: ``x + g·block(x)``, a residual
 ``out += identity``, functional ``F.scaled_dot_product_attention``, ``q @ k.transpose(-2, -1)``,
 ``torch.einsum``, the body of a scripted submodule (which global hooks do not enter). The crawler
-records such operators per container call (``paths.ExecutionPaths``); this module turns them into
+records such operators per container call (``dataflow_tracker.DataFlowTracker``); this module turns them into
 diagnostics and into the status of the module-formula totals:
 
 * any *work* (an operator not on the ignore list of views, data movement, allocation and creation)
   makes ``module_flops`` and ``dmas`` partial, with a ``container_work`` diagnostic per container
   path that names the operators and their call counts;
-* *matmul-class* work (an operator PyTorch's FLOP counter has a formula for — ``mm``, ``addmm``,
-  ``bmm``, ``baddbmm``, ``convolution``, attention kernels — or one of this project's matrix,
-  attention and recurrent kernel formulas) also makes ``macs`` partial: multiply-accumulates are the
-  matrix, convolution and attention products (element-wise work is not one).
+* *matmul-class* work (``operator_formulas.MAC_CLASS``: ``mm``, ``addmm``, ``bmm``, ``baddbmm``,
+  ``convolution``, attention and recurrent kernels — the operators with multiply-accumulates in the
+  engine's MAC table) also makes ``macs`` partial: multiply-accumulates are the matrix, convolution
+  and attention products (element-wise work is not one).
 
 A container call whose children never ran (a fused fast path such as
 ``aten._transformer_encoder_layer_fwd``) is measured as one unit by its own formula: its operators
@@ -24,36 +24,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.flop_counter import flop_registry
-
 from torchscan_lsp.contract.metrics import aggregate, not_counted
 from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
 
 __all__ = ["is_work", "is_matmul_class", "container_diagnostics", "mark_partial"]
 
-_MATMUL_FAMILIES = ("matmul", "attention", "recurrent")
-
 
 def is_work(name: str) -> bool:
     """Whether operator ``name`` (``aten.add_``) does arithmetic (it is not on the ignore list)."""
-    from torchscan_lsp.engine.operators import IGNORED_OPERATORS
+    from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS
 
     return name not in IGNORED_OPERATORS
 
 
-_MATMUL: set[str] | None = None
-
-
 def is_matmul_class(name: str) -> bool:
-    """Whether operator ``name`` is matrix, convolution or attention work (counts as MACs)."""
-    global _MATMUL
-    if _MATMUL is None:
-        from torchscan_lsp.engine.operator_formulas import FORMULA_FAMILIES
+    """Whether operator ``name`` is matrix, convolution, attention or recurrent work (counts as MACs):
+    ``operator_formulas.MAC_CLASS``, the operators of the engine's MAC table."""
+    from torchscan_lsp.engine.operator_formulas import MAC_CLASS
 
-        _MATMUL = {str(packet) for packet in flop_registry} | {
-            op for op, family in FORMULA_FAMILIES.items() if family in _MATMUL_FAMILIES
-        }
-    return name in _MATMUL
+    return name in MAC_CLASS
 
 
 def _listing(ops: dict[str, int]) -> str:

@@ -3,14 +3,15 @@
 The steps, each in its own module:
 
 1. inputs (:mod:`.inputs`): validate the call and prepare its values;
-2. recording (:mod:`.recorder`): global module hooks, filtered to the model's modules, record one
-   layer per module call; at each metric-leaf call they evaluate module formulas
-   (:mod:`.module_metrics`) while the operator counter is paused;
-3. operators (:mod:`.operators`): the same forward runs inside the operator counter;
-4. the executed path (:mod:`.paths`): told of every module call and of every operator that runs
-   outside leaf calls, it composes the cumulative receptive field along the data flow, names work
-   done in containers' own ``forward`` (making module totals partial), records token dependencies
-   and which fused kernels ran;
+2. recording (:mod:`.recorder`): global module hooks, filtered to the model's modules
+   (:mod:`.module_info`: the one leaf rule), record one layer per module call; at each metric-leaf
+   call they evaluate module formulas (:mod:`.module_metrics`) while the operator counter is paused;
+3. operators (:mod:`.operator_counter`): the same forward runs inside the counting dispatch mode,
+   which adds each operator's FLOPs and MACs (:mod:`.operator_table`) to the innermost active call:
+   every record gets inclusive ``operator_flops`` and ``operator_macs`` (:mod:`.operator_metrics`);
+4. observers (:mod:`.observers`): told of every call and operator of that one pass — first the
+   engine's data-flow tracker (:mod:`.dataflow_tracker`: cumulative receptive field, work done in
+   containers' own ``forward``, token dependencies, fused kernels), then the caller's;
 5. aggregation (:mod:`.totals`): context, totals, and the strict check.
 
 The caller's forward runs exactly once, in evaluation mode under ``torch.no_grad()``. Training flags
@@ -27,31 +28,23 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
+from torchscan_lsp.engine.module_info import ModelScan
 from torchscan_lsp.engine.module_metrics import call_failed
-from torchscan_lsp.engine.operators import OperatorCounter, not_requested_flop_report
-from torchscan_lsp.engine.paths import ExecutionPaths
+from torchscan_lsp.engine.operator_counter import OperatorCounter
+from torchscan_lsp.engine.operator_metrics import (
+    add_layer_operator_metrics,
+    not_requested_macs_total,
+    operator_macs_total,
+)
+from torchscan_lsp.engine.operators import counter_report, not_requested_flop_report
+from torchscan_lsp.engine.param_stats import add_packed_totals, initialized, mark_uninitialized
 from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
-from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport
+from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
 from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
 
-__all__ = ["crawl_module", "run_forward"]
-
-
-def _tensors(named: list[tuple[str, nn.Module]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """``module.parameters()`` and ``module.buffers()`` (same order, shared tensors once) in one pass."""
-    parameters: list[torch.Tensor] = []
-    buffers: list[torch.Tensor] = []
-    seen: set[int] = set()
-    for _, submodule in named:
-        for found, table in ((parameters, submodule._parameters), (buffers, submodule._buffers)):
-            if not table:
-                continue
-            for tensor in table.values():
-                if tensor is not None and id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    found.append(tensor)
-    return parameters, buffers
+__all__ = ["crawl_module", "record_pass", "run_forward"]
 
 
 def run_forward(
@@ -60,19 +53,23 @@ def run_forward(
     recorder: CallRecorder,
     counter: OperatorCounter | None,
     modules: list[nn.Module] | None = None,
+    *,
+    eval_mode: bool = True,
 ) -> None:
-    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter.
+    """Run ``module`` once on ``inputs`` with the recorder's hooks and, if given, the counter; then
+    count the records' parameters (:meth:`CallRecorder.count_parameters`).
 
-    The model is put in evaluation mode for the call (``module.eval()``, skipped when no module is
-    training); every module's ``training`` flag is restored by assignment afterwards (so no
-    ``train()`` override runs and BatchNorm statistics stay as they were), even when the forward
-    raises. ``modules``: ``list(module.modules())`` when the caller has it already.
+    With ``eval_mode`` the model is put in evaluation mode for the call (``module.eval()``, skipped
+    when no module is training); every module's ``training`` flag is restored by assignment
+    afterwards (so no ``train()`` override runs and BatchNorm statistics stay as they were), even
+    when the forward raises. ``modules``: ``list(module.modules())`` when the caller has it already.
     """
-    flags = [(m, m.training) for m in (module.modules() if modules is None else modules)]
+    modules = list(module.modules()) if modules is None else modules
+    training = [m.training for m in modules]
     handles: list[Any] = []
     try:
         handles = install_hooks(module, recorder)
-        if any(flag for _, flag in flags):
+        if eval_mode and True in training:
             module.eval()
         with torch.no_grad():
             if counter is None:
@@ -82,9 +79,10 @@ def run_forward(
                     module(*inputs.args, **inputs.kwargs)
     finally:
         remove_hooks(handles)
-        for submodule, flag in flags:
+        for submodule, flag in zip(modules, training):
             if submodule.training is not flag:
                 submodule.training = flag
+    recorder.count_parameters()
 
 
 def _collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,6 +109,29 @@ def _collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_collector_paused
+def record_pass(
+    module: nn.Module,
+    args: tuple = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    observers: Any = (),
+    eval_mode: bool = True,
+) -> list[LayerReport]:
+    """Run ``module(*args, **kwargs)`` once under the engine's recording hooks, in structure mode
+    (no operator counter, no formulas), telling ``observers`` of every call; return the layer records.
+
+    The values are passed unchanged (copy them first if the forward may modify them). Under
+    ``torch.no_grad()``; ``eval_mode`` as in :func:`run_forward`. An exception of the forward
+    propagates unchanged, after every observer was told the calls ended.
+    """
+    scan = ModelScan(module)
+    recorder = CallRecorder(module, infos=scan.infos, observers=observers)
+    inputs = PreparedInputs(tuple(args), dict(kwargs or {}), {})
+    run_forward(module, inputs, recorder, None, [m for _, m in scan.named], eval_mode=eval_mode)
+    return recorder.layers  # type: ignore[return-value]
+
+
+@_collector_paused
 def crawl_module(
     module: nn.Module,
     input_shape: Any = None,
@@ -121,6 +142,7 @@ def crawl_module(
     device: Any = None,
     strict: bool = False,
     mode: str = "full",
+    observers: Any = (),
 ) -> AnalysisReport:
     """Analyse one forward call of ``module``.
 
@@ -135,6 +157,9 @@ def crawl_module(
         device: where generated inputs are created (default: the model's first parameter's device).
         strict: raise :class:`IncompleteAnalysisError` when the report is not complete.
         mode: ``"full"`` (structure, module formulas and operator FLOPs) or ``"structure"``.
+        observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every module
+            call and (full mode) every operator of the one forward pass, after the engine's own
+            bookkeeping; they see the same layer indices as the report.
 
     Returns:
         A JSON-safe :class:`AnalysisReport` (schema version 1).
@@ -143,38 +168,64 @@ def crawl_module(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
-    named = list(module.named_modules())
-    parameters, buffers = _tensors(named)
+    scan = ModelScan(module)
+    parameters, buffers = scan.parameters, scan.buffers
     context = build_context(module, mode, [*parameters, *buffers])
     full = mode == "full"
-    # follows the executed path: cumulative receptive field, container work, token dependencies
-    paths = ExecutionPaths((inputs.args, inputs.kwargs), [*parameters, *buffers]) if full else None
+    # follows the data flow: cumulative receptive field, container work, token dependencies
+    tracker = DataFlowTracker((inputs.args, inputs.kwargs), [*parameters, *buffers]) if full else None
+    observers = (tracker, *observers) if tracker is not None else tuple(observers)
+    _check_observers(observers)
     recorder = CallRecorder(
         module,
-        evaluate=paths.evaluate if paths is not None else None,
+        evaluate=tracker.evaluate if tracker is not None else None,
         on_failure=call_failed if full else None,
-        named=named,
+        infos=scan.infos,
+        observers=observers,
+        counting=full,
     )
-    # the recorder tracks which module labels are active, for the counter's by_module attribution
-    counter = OperatorCounter(tracker=recorder) if full else None
+    counter = OperatorCounter(recorder=recorder, observers=observers) if full else None
     recorder.counter = counter
-    if paths is not None:
-        paths.attach(recorder, counter)
-    run_forward(module, inputs, recorder, counter, [m for _, m in named])
+    if tracker is not None:
+        tracker.attach(recorder, counter)
+    run_forward(module, inputs, recorder, counter, [m for _, m in scan.named])
 
-    operator_flops = counter.report() if counter is not None else not_requested_flop_report()
     layers = recorder.layers
+    if counter is not None:
+        operator_flops = counter_report(counter)
+        add_layer_operator_metrics(recorder)
+        macs_total = operator_macs_total(recorder)
+    else:
+        operator_flops, macs_total = not_requested_flop_report(), not_requested_macs_total()
+    ready = initialized(parameters), initialized(buffers)
+    totals = {**model_totals(module, *ready), **forward_totals(layers, operator_flops["total"], mode)}
+    totals["operator_macs"] = macs_total
     report: AnalysisReport = {
         "schema_version": SCHEMA_VERSION,
         "context": context,
         "inputs": inputs.meta,
         "layers": layers,
         "operator_flops": operator_flops,  # type: ignore[typeddict-item]
-        "totals": {**model_totals(module, parameters, buffers), **forward_totals(layers, operator_flops["total"], mode)},
+        "totals": totals,
         "diagnostics": [*recorder.diagnostics, *operator_flops["diagnostics"]],
     }
-    if paths is not None:
-        paths.finish(report)  # type: ignore[arg-type]
+    add_packed_totals(report, recorder.infos)  # type: ignore[arg-type]
+    if ready[0] is not parameters or ready[1] is not buffers:
+        mark_uninitialized(report, scan.named)  # type: ignore[arg-type]
+    if tracker is not None:
+        tracker.finish(report)  # type: ignore[arg-type]
     if strict:
         check_strict(report)  # type: ignore[arg-type]
     return report
+
+
+def _check_observers(observers: tuple) -> None:
+    """Refuse an observer that has none of :class:`~torchscan_lsp.engine.observers.PassObserver`'s methods."""
+    for observer in observers:
+        if not any(callable(getattr(observer, name, None)) for name in _OBSERVER_METHODS):
+            raise TypeError(
+                f"observers must be PassObserver instances (or have one of its methods), got {type(observer).__name__}."
+            )
+
+
+_OBSERVER_METHODS = ("call_started", "call_ended", "operator_ran")

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from torchscan_lsp.engine.inputs import first_tensor
-from torchscan_lsp.engine.recorder import Target
+from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.report import (
     DIAGNOSTIC_NOT_APPLICABLE,
     METHOD_MODULE_FORMULA,
@@ -224,9 +224,19 @@ def _mark_unavailable(record: dict, diagnostics: list[Diagnostic], code: str, me
         diagnostics.append(make_diagnostic(code, name, message, path=path))
 
 
+def _irregular(x: Any, y: Any) -> torch.Tensor | None:
+    """The first of ``x``, ``y`` without a regular shape (a dense ``torch.Tensor`` always has one)."""
+    for tensor in (x, y):
+        if type(tensor) is torch.Tensor and not tensor.is_nested:
+            continue
+        if isinstance(tensor, torch.Tensor) and regular_shape(tensor) is None:
+            return tensor
+    return None
+
+
 def evaluate_call(
     module: nn.Module,
-    target: Target,
+    info: ModuleInfo,
     args: tuple,
     kwargs: dict[str, Any],
     output: Any,
@@ -234,14 +244,14 @@ def evaluate_call(
     diagnostics: list[Diagnostic],
 ) -> None:
     """Add module-formula metrics to ``record`` and their diagnostics to ``diagnostics``."""
-    path = target.path
-    if target.script:
+    path = info.path
+    if info.script:
         _mark_unavailable(
             record,
             diagnostics,
             "unsupported_script_module",
             f"ScriptModule calls cannot be hooked or measured by module formulas "
-            f"({getattr(module, 'original_name', target.type)}); its operators are still counted in "
+            f"({getattr(module, 'original_name', info.type)}); its operators are still counted in "
             "operator_flops.",
             path,
         )
@@ -252,7 +262,7 @@ def evaluate_call(
     if x is None or y is None:
         _mark_unavailable(record, diagnostics, "missing_metric_tensor", _MISSING_TENSOR, path)
         return
-    irregular = next((t for t in (x, y) if isinstance(t, torch.Tensor) and regular_shape(t) is None), None)
+    irregular = _irregular(x, y)
     if irregular is not None:
         side = "input" if irregular is x else "output"
         _mark_unavailable(record, diagnostics, "irregular_tensor", _IRREGULAR.format(side, irregular_reason(irregular)), path)
@@ -315,7 +325,7 @@ def evaluate_call(
         metrics[name] = _complete(_plain(value), "elements")
 
 
-def call_failed(target: Target, record: dict[str, Any], exc: BaseException | None, diagnostics: list[Diagnostic]) -> None:
+def call_failed(info: ModuleInfo, record: dict[str, Any], exc: BaseException | None, diagnostics: list[Diagnostic]) -> None:
     """A metric-leaf call raised (and a parent caught it): its module metrics are unavailable."""
     reason = f"{type(exc).__name__}" if exc is not None else "an exception"
     _mark_unavailable(
@@ -323,5 +333,5 @@ def call_failed(target: Target, record: dict[str, Any], exc: BaseException | Non
         diagnostics,
         "module_call_failed",
         f"The module call raised {reason} before returning; its work is not counted.",
-        target.path,
+        info.path,
     )

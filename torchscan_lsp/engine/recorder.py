@@ -1,13 +1,15 @@
-"""Hook recording: one layer record per module call, from global module hooks.
+"""The recording pass: one layer record per module call, from global module hooks.
 
 The crawler installs PyTorch's *global* forward hooks (``register_module_forward_pre_hook`` /
 ``register_module_forward_hook``) and filters them to the analysed model's own modules. Per-module
 hooks would switch fused fast paths off (``nn.TransformerEncoderLayer`` checks its children for
 hooks) and are refused by ScriptModules; global hooks change neither.
 
-:class:`CallRecorder` holds everything one crawl records: the layer records, per-module call
-counters, the tensors already counted in parameter statistics, the active module labels (used by the
-operator counter to attribute FLOPs to modules) and the module diagnostics.
+:class:`CallRecorder` holds everything one crawl records: the layer records, the stack of active
+calls (each a :class:`Call`, whose inclusive operator counts the operator counter accumulates), the
+parameter statistics and the module diagnostics; it tells the pass's observers
+(:mod:`.observers`) of every call. Operator counts are kept O(1) per operator: the counter adds to
+the innermost active call only, and each call adds its inclusive totals to its parent when it ends.
 """
 
 from __future__ import annotations
@@ -20,93 +22,66 @@ from typing import Any, Callable
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_mod
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from torchscan_lsp.engine.inputs import call_meta, tensor_meta, value_meta
+from torchscan_lsp.engine.module_info import ModuleInfo, module_infos
+from torchscan_lsp.engine.observers import overriding
+from torchscan_lsp.engine.param_stats import ParameterStats
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
-__all__ = ["Target", "CallRecorder", "hook_targets", "install_hooks", "remove_hooks"]
-
-
-class Target:
-    """What the crawler knows about one module of the model before the forward runs."""
-
-    __slots__ = ("path", "name", "depth", "type", "recurse", "leaf", "script", "label", "hooked", "tensors")
-
-    def __init__(
-        self, path: str, name: str, depth: int, type: str, recurse: bool, leaf: bool, script: bool,
-        label: str, hooked: bool, tensors: bool = True,
-    ) -> None:
-        self.path = path
-        self.name = name
-        self.depth = depth
-        self.type = type
-        self.recurse = recurse  # parameter statistics include submodules' tensors
-        self.leaf = leaf  # a metric leaf: module formulas are evaluated for its calls
-        self.script = script  # a ScriptModule: opaque to hooks and formulas, statistics recursive
-        self.label = label  # FlopCounterMode-style label for by_module attribution
-        self.hooked = hooked  # its calls become layer records
-        self.tensors = tensors  # it may own parameters or buffers (False: statistics are zero)
-
-    def __repr__(self) -> str:
-        return f"Target(path={self.path!r}, type={self.type!r}, leaf={self.leaf}, hooked={self.hooked})"
-
-
-def _is_script(module: nn.Module) -> bool:
-    return isinstance(module, torch.jit.ScriptModule)
-
-
-def hook_targets(root: nn.Module, named: list[tuple[str, nn.Module]] | None = None) -> dict[int, Target]:
-    """Every module of ``root`` keyed by ``id``, with its identity, label and role.
-
-    Modules appear once (shared ones under their first name). All are *hooked* (their calls become
-    layer records) except the descendants of an ``nn.Transformer`` root, which is measured as one
-    unit; they still carry their label for operator attribution.
-    """
-    transformer_root = isinstance(root, nn.Transformer)
-    base = type(root).__name__
-    targets: dict[int, Target] = {}
-    script_type, attention_type = torch.jit.ScriptModule, nn.MultiheadAttention
-    for path, module in root.named_modules() if named is None else named:
-        children = module._modules
-        has_children = bool(children) and any(child is not None for child in children.values())
-        script = isinstance(module, script_type)
-        if path:
-            recurse = isinstance(module, attention_type)
-            name, depth, label, hooked = path.rpartition(".")[2], path.count(".") + 1, f"{base}.{path}", not transformer_root
-        else:
-            recurse = transformer_root or isinstance(module, attention_type)
-            name, depth, label, hooked = base.lower(), 0, base, True
-        targets[id(module)] = Target(
-            path,
-            name,
-            depth,
-            type(module).__name__,
-            recurse or script,
-            (recurse or not has_children) and not script,
-            script,
-            label,
-            hooked,
-            bool(recurse or script or module._parameters or module._buffers),
-        )
-    return targets
-
+__all__ = ["Call", "CallRecorder", "GLOBAL_HOOKS", "install_hooks", "remove_hooks"]
 
 _CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_HOOK)
 
-#: ``evaluate(module, target, args, kwargs, output, record, diagnostics)``: module metrics of one call.
-Evaluator = Callable[[nn.Module, Target, tuple, dict, Any, dict, list], None]
-#: ``fail(target, record, exc, diagnostics)``: the call raised before returning.
-FailureHandler = Callable[[Target, dict, "BaseException | None", list], None]
+#: ``evaluate(module, info, args, kwargs, output, record, diagnostics)``: module metrics of one call.
+Evaluator = Callable[[nn.Module, ModuleInfo, tuple, dict, Any, dict, list], None]
+#: ``fail(info, record, exc, diagnostics)``: the call raised before returning.
+FailureHandler = Callable[[ModuleInfo, dict, "BaseException | None", list], None]
+
+
+class Call:
+    """One active module call (the bottom of the stack stands for "outside every call").
+
+    ``flops``, ``macs``, ``counted`` (operators with a formula), ``uncounted`` and ``macs_unknown``
+    (operator name -> calls without a FLOP formula / without a MAC formula) are inclusive once the
+    call has ended: its children's counts are added to it as each of them ends.
+    """
+
+    __slots__ = ("module", "info", "layer", "scope", "args", "flops", "macs", "counted", "uncounted", "macs_unknown")
+
+    def __init__(self, module: Any, info: Any, layer: int | None, scope: int | None, args: tuple) -> None:
+        self.module = module
+        self.info = info
+        self.layer = layer  # the record this call opened, or None
+        self.scope = scope  # the innermost active record: this call's, or its parent's
+        self.args = args
+        self.flops = 0
+        self.macs = 0
+        self.counted = 0
+        self.uncounted: dict[str, int] | None = None
+        self.macs_unknown: dict[str, int] | None = None
+
+
+def _merge(into: dict[str, int] | None, counts: dict[str, int]) -> dict[str, int]:
+    if into is None:
+        return dict(counts)
+    for name, calls in counts.items():
+        into[name] = into.get(name, 0) + calls
+    return into
 
 
 class CallRecorder:
-    """Records module calls of one crawl; its hooks are installed with :func:`install_hooks`.
+    """Records the module calls of one crawl; its hooks are installed with :func:`install_hooks`.
 
     Args:
         root: the analysed model.
         evaluate: called in the forward hook of every metric-leaf call (``None`` in structure mode).
         on_failure: called for a metric-leaf call that raised (an exception caught by a parent).
-        counter: the operator counter to pause while ``evaluate`` runs, if any (may be set later).
+        infos: ``ModelScan(root).infos`` when the caller has it already.
+        observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every call.
+        counting: whether an operator counter adds to the active calls (it sets ``counter``, which
+            is paused while ``evaluate`` runs).
     """
 
     def __init__(
@@ -115,89 +90,36 @@ class CallRecorder:
         *,
         evaluate: Evaluator | None = None,
         on_failure: FailureHandler | None = None,
-        counter: Any = None,
-        named: list[tuple[str, nn.Module]] | None = None,
+        infos: dict[int, ModuleInfo] | None = None,
+        observers: Any = (),
+        counting: bool = False,
     ) -> None:
-        self.targets = hook_targets(root, named)
+        self.infos = module_infos(root) if infos is None else infos
         self.layers: list[dict[str, Any]] = []
         self.diagnostics: list[Diagnostic] = []
-        self.parents: set[str] = {"Global"}  # active module labels, read by the operator counter
-        self.counter = counter
-        #: told of every call entering and leaving (``enter(target, index)``, ``leave(module,
-        #: target, args, rest)``), e.g. ``paths.ExecutionPaths``; None for none
-        self.observer: Any = None
+        self.stats = ParameterStats()
+        #: the call of each record, and the records of containers measured as one unit
+        self.owners: list[Call] = []
+        self.units: set[int] = set()
+        self.counter: Any = None
+        #: the active calls, innermost last; ``frames[0]`` stands for "outside every call"
+        self.frames: list[Call] = [Call(None, None, None, None, ())]
+        #: calls that opened a record, once ended: their inclusive operator counts
+        self.ended: list[Call] = []
+        #: label -> inclusive FLOPs of its outermost calls, and the labels any counted operator ran under
+        self.label_flops: dict[str, int] = {}
+        self.label_counted: set[str] = set()
+        self._observers = tuple(observers)
+        self._starts = overriding(self._observers, "call_started")
+        self._ends = overriding(self._observers, "call_ended")
+        self._counting = counting
         self._active: dict[str, int] = {}
         self._calls: dict[int, int] = {}
-        self._stacks: dict[int, list[tuple[int, tuple]]] = {}
-        self._seen: set[int] = set()
         self._evaluate = evaluate
         self._on_failure = on_failure
         self._thread = threading.get_ident()
         self.pre_hook = self._make_pre_hook()
         self.post_hook = self._make_post_hook()
-
-    # ---------------------------------------------------------------------------------- statistics
-
-    def _tensor_stats(self, tensors: Any) -> tuple[int, int, int, bool]:
-        trainable = frozen = nbytes = 0
-        shared = False
-        seen = self._seen
-        for tensor in tensors:
-            if tensor is None:
-                continue
-            key = id(tensor)
-            if key in seen:
-                shared = True
-                continue
-            seen.add(key)
-            numel = tensor.numel()
-            nbytes += numel * tensor.element_size()
-            if tensor.requires_grad:
-                trainable += numel
-            else:
-                frozen += numel
-        return trainable, frozen, nbytes, shared
-
-    def _stats(self, module: nn.Module, recurse: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        if recurse:
-            params: Any = module.parameters()
-            buffers: Any = module.buffers()
-        else:
-            params = module._parameters
-            buffers = module._buffers
-            params = params.values() if params else ()
-            buffers = buffers.values() if buffers else ()
-        if params:
-            trainable, frozen, pbytes, pshared = self._tensor_stats(params)
-        else:
-            trainable = frozen = pbytes = 0
-            pshared = False
-        if buffers:
-            b_train, b_frozen, bbytes, bshared = self._tensor_stats(buffers)
-            elements = b_train + b_frozen
-        else:
-            elements = bbytes = 0
-            bshared = False
-        return (
-            {"trainable": trainable, "frozen": frozen, "bytes": pbytes, "shared": pshared},
-            {"elements": elements, "bytes": bbytes, "shared": bshared},
-        )
-
-    def _add_descendant_stats(self, module: nn.Module, record: dict[str, Any]) -> None:
-        """Count the not yet counted tensors of a container measured as one unit in its record."""
-        seen = self._seen
-        params, buffers = record["parameters"], record["buffers"]
-        for tensor in module.parameters():
-            if id(tensor) not in seen:
-                seen.add(id(tensor))
-                numel = tensor.numel()
-                params["trainable" if tensor.requires_grad else "frozen"] += numel
-                params["bytes"] += numel * tensor.element_size()
-        for tensor in module.buffers():
-            if id(tensor) not in seen:
-                seen.add(id(tensor))
-                buffers["elements"] += tensor.numel()
-                buffers["bytes"] += tensor.numel() * tensor.element_size()
 
     # --------------------------------------------------------------------------------------- hooks
     # The hooks run at every module call, so they are closures over local names (cheaper than
@@ -205,119 +127,169 @@ class CallRecorder:
     # many small modules.
 
     def _make_pre_hook(self) -> Callable[[nn.Module, tuple], None]:
-        targets, layers, stacks, calls = self.targets, self.layers, self._stacks, self._calls
-        active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
-        stats, tensor_type = self._stats, torch.Tensor
+        infos, layers, frames, calls = self.infos, self.layers, self.frames, self._calls
+        active, thread, get_ident = self._active, self._thread, threading.get_ident
+        owners, starts, counting, tensor_type = self.owners, self._starts, self._counting, torch.Tensor
 
         def pre_hook(module: nn.Module, args: tuple) -> None:
             key = id(module)
-            target = targets.get(key)
-            if target is None or get_ident() != thread:
+            info = infos.get(key)
+            if info is None or get_ident() != thread:
                 return
-            if self.counter is not None:  # operator attribution needs the active module labels
-                label = target.label
-                depth = active.get(label, 0)
-                active[label] = depth + 1
-                if not depth:
-                    parents.add(label)
-            observer = self.observer
-            if not target.hooked:
-                if observer is not None:
-                    observer.enter(target, None)
+            if counting:
+                label = info.label
+                active[label] = active.get(label, 0) + 1
+            if not info.recorded:
+                frames.append(Call(module, info, None, frames[-1].scope, args))
+                for start in starts:
+                    start(module, info, None, args)
                 return
             call_index = calls.get(key, 0)
             calls[key] = call_index + 1
-            if target.tensors:
-                parameters, buffers = stats(module, target.recurse)
-            else:
-                parameters = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False}
-                buffers = {"elements": 0, "bytes": 0, "shared": False}
-            stack = stacks.get(key)
-            if stack is None:
-                stack = stacks[key] = []
-            stack.append((len(layers), args))
             if len(args) == 1:  # the common case, without a comprehension's frame
                 value = args[0]
                 args_meta = [tensor_meta(value) if type(value) is tensor_type else value_meta(value)]
             else:
                 args_meta = list(map(value_meta, args))
+            layer = len(layers)
             layers.append(
                 {
-                    "path": target.path,
+                    "path": info.path,
                     "call_index": call_index,
-                    "name": target.name,
-                    "depth": target.depth,
-                    "type": target.type,
+                    "name": info.name,
+                    "depth": info.depth,
+                    "type": info.type,
                     "input": {"args": args_meta, "kwargs": {}},
                     "output": {"kind": "pending"},
-                    "parameters": parameters,
-                    "buffers": buffers,
-                    "metrics": {"calls": _CALLS.copy()},
+                    "parameters": None,  # counted when the pass ends (count_parameters)
+                    "buffers": None,
+                    "metrics": {"calls": {**_CALLS}},
                 }
             )
-            if observer is not None:
-                observer.enter(target, len(layers) - 1)
+            call = Call(module, info, layer, layer, args)
+            owners.append(call)
+            frames.append(call)
+            for start in starts:
+                start(module, info, layer, args)
 
         return pre_hook
 
+    def _fold(self, call: Call, parent: Call) -> None:
+        """Add an ended call's inclusive operator counts to its parent's and to its label's."""
+        parent.flops += call.flops
+        parent.macs += call.macs
+        parent.counted += call.counted
+        if call.uncounted:
+            parent.uncounted = _merge(parent.uncounted, call.uncounted)
+        if call.macs_unknown:
+            parent.macs_unknown = _merge(parent.macs_unknown, call.macs_unknown)
+        active, label = self._active, call.info.label
+        left = active.get(label, 1) - 1
+        if left > 0:
+            active[label] = left
+        else:  # the label's outermost call: the label's total counts each operator once
+            active.pop(label, None)
+            self.label_flops[label] = self.label_flops.get(label, 0) + call.flops
+            if call.counted:
+                self.label_counted.add(label)
+        if call.layer is not None:
+            self.ended.append(call)
+
+    def _end_frames(self, module: nn.Module) -> Call | None:
+        """Pop the calls down to ``module``'s (calls whose end was not seen are ended with it)."""
+        frames = self.frames
+        depth = len(frames) - 1
+        while depth > 0 and frames[depth].module is not module:
+            depth -= 1
+        if depth == 0:
+            return None  # a call whose start was not seen
+        while True:
+            call = frames.pop()
+            if self._counting:
+                self._fold(call, frames[-1])
+            if call.module is module:
+                return call
+            for end in self._ends:
+                end(call.module, call.info, call.layer, call.args, {}, None, None)
+
     def _make_post_hook(self) -> Callable[..., None]:
-        targets, layers, stacks = self.targets, self.layers, self._stacks
-        active, parents, thread, get_ident = self._active, self.parents, self._thread, threading.get_ident
+        infos, layers, frames, thread, get_ident = self.infos, self.layers, self.frames, self._thread, threading.get_ident
         diagnostics, evaluate, on_failure = self.diagnostics, self._evaluate, self._on_failure
+        ends, end_frames, fold, counting = self._ends, self._end_frames, self._fold, self._counting
         tensor_type = torch.Tensor
 
         def post_hook(module: nn.Module, args: tuple, *rest: Any) -> None:
             # Called as (module, args, kwargs, output) after a normal return, and as
             # (module, args, result) by PyTorch's always-call path when the forward raised.
-            key = id(module)
-            target = targets.get(key)
-            if target is None or get_ident() != thread:
+            info = infos.get(id(module))
+            if info is None or get_ident() != thread:
                 return
-            counter = self.counter
-            if counter is not None:
-                label = target.label
-                depth = active.get(label, 0) - 1
-                if depth > 0:
-                    active[label] = depth
-                else:
-                    active.pop(label, None)
-                    parents.discard(label)
-            observer = self.observer
-            if observer is not None:
-                observer.leave(module, target, args, rest)
-            stack = stacks.get(key)
-            if not stack:
-                return
-            index, pre_args = stack.pop()
-            record = layers[index]
-            if len(rest) != 2:  # the call raised (and a parent caught the exception)
-                if on_failure is not None and (target.leaf or target.script):
-                    on_failure(target, record, sys.exc_info()[1], diagnostics)
+            call = frames[-1]
+            if call.module is module and len(frames) > 1:  # the common case: the innermost call ends
+                frames.pop()
+                if counting:
+                    fold(call, frames[-1])
+            else:
+                call = end_frames(module)
+                if call is None:
+                    return
+            pre_args, call.args = call.args, None
+            index = call.layer
+            if len(rest) != 2:  # the call raised (and a parent may catch the exception)
+                error = sys.exc_info()[1]
+                if index is not None and on_failure is not None and (info.leaf or info.script):
+                    on_failure(info, layers[index], error, diagnostics)
+                for end in ends:
+                    end(module, info, index, args, {}, None, error)
                 return
             kwargs, output = rest
-            if args is not pre_args:
-                record["input"] = call_meta(args, kwargs)
-            elif kwargs:
-                record["input"]["kwargs"] = {name: value_meta(value) for name, value in kwargs.items()}
-            record["output"] = tensor_meta(output) if type(output) is tensor_type else value_meta(output)
-            if evaluate is None:
-                return
-            if not (target.leaf or target.script):
-                if len(layers) != index + 1:
-                    return  # a container whose children ran: they carry the metrics
-                # None of its children ran: a fused fast path (TransformerEncoderLayer, ...) or work
-                # written in the container's own forward. Measure the call as one unit.
-                self._add_descendant_stats(module, record)
-            if counter is None:
-                evaluate(module, target, args, kwargs, output, record, diagnostics)
-                return
-            counter.pause()  # formula work is never seen by the operator counter
-            try:
-                evaluate(module, target, args, kwargs, output, record, diagnostics)
-            finally:
-                counter.resume()
+            if index is not None:
+                record = layers[index]
+                if args is not pre_args:
+                    record["input"] = call_meta(args, kwargs)
+                elif kwargs:
+                    record["input"]["kwargs"] = {name: value_meta(value) for name, value in kwargs.items()}
+                record["output"] = tensor_meta(output) if type(output) is tensor_type else value_meta(output)
+                if evaluate is not None:
+                    self._evaluate_call(module, info, args, kwargs, output, record, index)
+            for end in ends:
+                end(module, info, index, args, kwargs, output, None)
 
         return post_hook
+
+    def count_parameters(self) -> None:
+        """Fill in every record's ``parameters`` and ``buffers``, in record order (so a tensor is
+        counted by the first call that owns it, as if counted at each call's start), once the pass
+        ended: lazy modules have initialised themselves by then, and the hooks stay cheap."""
+        stats, layers, units, lazy = self.stats, self.layers, self.units, LazyModuleMixin
+        for index, call in enumerate(self.owners):
+            module, info, record = call.module, call.info, layers[index]
+            if not info.tensors or (isinstance(module, lazy) and module.has_uninitialized_params()):
+                record["parameters"] = {"trainable": 0, "frozen": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+                record["buffers"] = {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []}
+                continue
+            record["parameters"], record["buffers"] = stats.of_call(module, info)
+            if index in units:
+                stats.add_descendants(module, info, record)
+
+    def _evaluate_call(
+        self, module: nn.Module, info: ModuleInfo, args: tuple, kwargs: dict, output: Any, record: dict, index: int
+    ) -> None:
+        if not (info.leaf or info.script):
+            if len(self.layers) != index + 1:
+                return  # a container whose children ran: they carry the metrics
+            # None of its children ran: a fused fast path or work written in the container's own
+            # forward. Measure the call as one unit (its descendants' tensors count in its record).
+            self.units.add(index)
+        counter = self.counter
+        if counter is None:
+            self._evaluate(module, info, args, kwargs, output, record, self.diagnostics)  # type: ignore[misc]
+            return
+        counter.pause()  # formula work is never seen by the operator counter
+        try:
+            self._evaluate(module, info, args, kwargs, output, record, self.diagnostics)  # type: ignore[misc]
+        finally:
+            counter.resume()
 
 
 def _global_hooks_take_kwargs() -> bool:
@@ -357,7 +329,7 @@ def install_hooks(root: nn.Module, recorder: CallRecorder) -> list[Any]:
             )
             return handles
         for module in root.modules():  # pragma: no cover - PyTorch without kwargs in global hooks
-            if _is_script(module):
+            if isinstance(module, torch.jit.ScriptModule):
                 continue
             handles.append(module.register_forward_pre_hook(recorder.pre_hook))
             handles.append(module.register_forward_hook(recorder.post_hook, with_kwargs=True))

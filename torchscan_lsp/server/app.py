@@ -94,7 +94,8 @@ class TorchscanServer(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
     async def show_document(self, path: str, *, external: bool) -> Any:
-        """Ask the client to show the file at ``path``, when it can."""
+        """Ask the client to show the file at ``path``, when it can: its ``ShowDocumentResult``,
+        else ``None``."""
         if self.client.show_document:
             return await self.window_show_document_async(types.ShowDocumentParams(
                 uri=from_fs_path(path), external=external, take_focus=True))
@@ -222,10 +223,23 @@ def create_server() -> TorchscanServer:
     return server
 
 
+class LateCancelFilter(logging.Filter):
+    """Drops pygls's warning about a ``$/cancelRequest`` for a request already answered.
+
+    A client cancels requests it no longer needs (VS Code does so for inlay hints, code lenses
+    and hovers as the view moves); when the answer went out first, the cancellation finds no
+    request, which the protocol allows and which is no fault of the server or the client.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Cancel notification for unknown message id")
+
+
 def main(transport: str = "stdio", port: int | None = None) -> int:
     """Run the server over stdio or TCP (``127.0.0.1:port``); logs go to stderr."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(LateCancelFilter())
     server = create_server()
     if transport == "tcp":
         server.start_tcp("127.0.0.1", port or 2087)

@@ -91,7 +91,9 @@ async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
             message = (rendered.get("error") or {}).get("message", "")
             ls.show_message(f"torchscan: could not render HTML ({message}); showing the JSON report",
                             types.MessageType.Info)
-    await ls.show_document(str(shown), external=shown.suffix == ".html")
+    answer = await ls.show_document(str(shown), external=shown.suffix == ".html")
+    if answer is not None and not answer.success:  # a browser that refused says nothing itself
+        ls.show_message(f"torchscan: the editor could not open the report; it is at {shown}", types.MessageType.Info)
     return str(shown)
 
 

@@ -28,8 +28,10 @@ class ClientFacts:
     """The client's capabilities, resolved once at ``initialize``.
 
     Attributes:
-        name: the name the client gave (``clientInfo.name``), or ``None``; it words the advice on
-            how to allow execution.
+        name: the editor's name: the ``editor`` of ``initializationOptions`` (``"vscode"`` from the
+            VS Code extension, whose application calls itself Visual Studio Code, code-server,
+            VSCodium…), else the name the client gave (``clientInfo.name``), else ``None``; it
+            words the advice on how to allow execution.
         pull_diagnostics: the client pulls diagnostics and can be asked to pull again; other
             clients get them pushed (never both: a client would show each one twice).
         inlay_hint_refresh: the client can be asked to re-request inlay hints.
@@ -58,8 +60,10 @@ class ClientFacts:
         capabilities = params.capabilities
         text, workspace, window = capabilities.text_document, capabilities.workspace, capabilities.window
         refresh = workspace is not None and workspace.diagnostics is not None and bool(workspace.diagnostics.refresh_support)
+        options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        editor = options.get("editor")
         return cls(
-            name=params.client_info.name if params.client_info is not None else None,
+            name=editor if isinstance(editor, str) else (params.client_info.name if params.client_info else None),
             pull_diagnostics=text is not None and text.diagnostic is not None and refresh,
             inlay_hint_refresh=bool(workspace and workspace.inlay_hint and workspace.inlay_hint.refresh_support),
             code_lens_refresh=bool(workspace and workspace.code_lens and workspace.code_lens.refresh_support),
@@ -112,4 +116,5 @@ class Editor(Protocol):
         """Show ``text`` in the editor's message area."""
 
     async def show_document(self, path: str, *, external: bool) -> Any:
-        """Ask the client to show the file at ``path`` (only when it can)."""
+        """Ask the client to show the file at ``path`` (only when it can): its answer
+        (``ShowDocumentResult``), or ``None`` when not asked."""

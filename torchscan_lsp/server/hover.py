@@ -15,7 +15,7 @@ from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
-from torchscan_lsp.session.measurements import model_latency
+from torchscan_lsp.session.measurements import model_latency, model_memory
 from torchscan_lsp.session.results import ResultView, outermost
 from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.session.training import TrainingSummary, training_failure, training_report, training_summary
@@ -72,8 +72,8 @@ def target_card(state: TargetState, client: str | None = None) -> str:
         inputs = state.view.report.get("inputs", {}).get("args") or []
         if inputs:
             parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
-    memory = state.measurements.get("memory")
-    if isinstance(memory, dict) and isinstance(memory.get("delta_bytes"), int):
+    memory = model_memory(state)
+    if memory is not None:
         parts.append(f"Peak memory: {fmt.byte_size(memory['delta_bytes'])} above the baseline "
                      f"(peak {fmt.byte_size(memory.get('peak_bytes', 0))}, {memory.get('metric', '')} on {memory.get('device')})")
     latency = model_latency(state)

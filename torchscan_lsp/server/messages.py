@@ -37,16 +37,20 @@ STALE_NOTE = "**Stale**: from the last successful analysis; the code changed sin
 STALE_MARK = " (stale)"
 """Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
 
-# How a user of each editor allows execution, by the client's name (``clientInfo.name``, lower
-# case): the shipped Neovim and Emacs configurations take the setting under names of their own.
+# How a user of each editor allows execution, by the client's name (``clientInfo.name``, or the
+# ``editor`` the VS Code extension sends in ``initializationOptions``; lower case): the shipped
+# Neovim and Emacs configurations take the setting under names of their own, and VS Code ignores
+# the setting in an untrusted workspace, so there the one way is to trust it.
 _HOW_TO_ALLOW = {
+    "vscode": "Trust the workspace: click Restricted Mode in the status bar, or run Workspaces: Manage Workspace Trust "
+              "(VS Code ignores torchscan.allowExecution in an untrusted workspace)",
     "neovim": "Neovim has no workspace trust: set allow_execution = true in require('torchscan').setup{...} "
               "(the server setting torchscan.allowExecution)",
     "emacs": "Emacs has no workspace trust: set the variable torchscan-allow-execution to t "
              "(the server setting torchscan.allowExecution)",
 }
 _HOW_TO_ALLOW["eglot"] = _HOW_TO_ALLOW["emacs"]
-_SETTING_NAMES = {"neovim": "allow_execution", "emacs": "torchscan-allow-execution", "eglot": "torchscan-allow-execution"}
+_SETTING_NAMES = {"vscode": "Manage Workspace Trust", "neovim": "allow_execution", "emacs": "torchscan-allow-execution", "eglot": "torchscan-allow-execution"}
 _GENERIC_ALLOW = ("Trust the workspace in your editor, or set torchscan.allowExecution to true "
                   "(Neovim plugin: allow_execution = true; Emacs: torchscan-allow-execution)")
 

@@ -8,7 +8,7 @@ from torchscan_lsp.contract.metrics import MetricResult, aggregate, metric_value
 from torchscan_lsp.contract.report import in_subtree
 from torchscan_lsp.session.state import TargetState
 
-__all__ = ["model_latency", "layer_latency"]
+__all__ = ["model_latency", "model_memory", "layer_latency"]
 
 
 def model_latency(state: TargetState) -> dict | None:
@@ -21,6 +21,13 @@ def model_latency(state: TargetState) -> dict | None:
         if metric_value(metric) is not None:
             return metric
     return None
+
+
+def model_memory(state: TargetState) -> dict | None:
+    """The last "Measure memory" result (docs/measurement.md: ``delta_bytes`` is the peak above
+    the baseline, in bytes), or ``None`` without one."""
+    memory = state.measurements.get("memory")
+    return memory if isinstance(memory, dict) and isinstance(memory.get("delta_bytes"), int) else None
 
 
 def layer_latency(state: TargetState, paths: Iterable[str]) -> MetricResult | None:

@@ -13,6 +13,7 @@ export const CLIENT_COMMANDS = {
   reanalyze: 'torchscan-lsp.reanalyze',
   showReport: 'torchscan-lsp.showReport',
   measureLatency: 'torchscan-lsp.measureLatency',
+  measureMemory: 'torchscan-lsp.measureMemory',
   restart: 'torchscan-lsp.restart',
   showLog: 'torchscan-lsp.showLog',
 } as const;
@@ -89,6 +90,9 @@ export function registerCommands(session: ServerSession, log: vscode.LogOutputCh
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.measureLatency, () =>
       serverCommand(SERVER_COMMANDS.measureLatency, true),
+    ),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.measureMemory, () =>
+      serverCommand(SERVER_COMMANDS.measureMemory, true),
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.restart, () => session.restart()),
     vscode.commands.registerCommand(CLIENT_COMMANDS.showLog, () => log.show()),

@@ -5,7 +5,8 @@ import { pythonEnvironments } from './pythonExtension';
 import { readServerSettings, SECTION } from './settings';
 import { ServerSession } from './session';
 import { StatusBar } from './status';
-import { UNTRUSTED_EXPLANATION } from './trust';
+import { ReportPanels } from './reportView';
+import { MANAGE_TRUST_COMMAND, UNTRUSTED_EXPLANATION } from './trust';
 
 let session: ServerSession | undefined;
 
@@ -25,7 +26,7 @@ function explainUntrusted(log: vscode.LogOutputChannel): void {
   log.info(UNTRUSTED_EXPLANATION);
   void vscode.window.showInformationMessage(UNTRUSTED_EXPLANATION, 'Manage workspace trust').then((choice) => {
     if (choice === 'Manage workspace trust') {
-      void vscode.commands.executeCommand('workbench.trust.manage');
+      void vscode.commands.executeCommand(MANAGE_TRUST_COMMAND);
     }
   });
 }
@@ -36,9 +37,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.window.createStatusBarItem('torchscan-lsp.status', vscode.StatusBarAlignment.Right, 100),
     CLIENT_COMMANDS.showLog,
   );
-  const current = new ServerSession(log, status, pythonEnvironments);
+  const reports = new ReportPanels(log);
+  const current = new ServerSession(log, status, pythonEnvironments, reports);
   session = current;
-  context.subscriptions.push(log, status, current, ...registerCommands(current, log));
+  context.subscriptions.push(log, status, reports, current, ...registerCommands(current, log));
 
   status.setActive(vscode.window.activeTextEditor?.document.uri.toString());
   context.subscriptions.push(
@@ -50,7 +52,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(SECTION)) {
         reportSettingProblems(log);
-        void current.restart();
+        void current.restartForSettings();
       }
     }),
   );

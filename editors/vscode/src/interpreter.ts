@@ -5,9 +5,11 @@
 import * as vscode from 'vscode';
 import { activeInterpreter, PythonEnvironmentsApi } from './pythonExtension';
 import { readServerSettings } from './settings';
+import { InterpreterSource } from './settingsPlace';
 import { interpreterAllowed } from './trust';
 
-export type InterpreterSource = 'setting' | 'python-extension' | 'path';
+export { InterpreterSource } from './settingsPlace';
+
 
 export interface Interpreter {
   readonly command: string;

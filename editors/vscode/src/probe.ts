@@ -3,6 +3,7 @@
  * package, and turns each failure into a message that names the problem and its fix.
  */
 import { execFile } from 'node:child_process';
+import { chosenBecause, InterpreterContext, pythonSettingPlace } from './settingsPlace';
 
 /** Prints the package version and whether torch is importable, as JSON, without importing torch. */
 const PROBE_SCRIPT = [
@@ -67,18 +68,27 @@ export function installCommand(command: string): string {
   return `${quoted} -m pip install torchscan-lsp`;
 }
 
-/** The user-facing sentence for a failed probe: the problem, then the fix. */
-export function describeProbeFailure(command: string, result: Exclude<ProbeResult, { ok: true }>): string {
+/**
+ * The user-facing sentence for a failed probe: the problem, how the interpreter was chosen, then
+ * the fix, naming the settings where `torchscan.python` is read in this window.
+ */
+export function describeProbeFailure(
+  command: string,
+  result: Exclude<ProbeResult, { ok: true }>,
+  context: InterpreterContext = { source: 'setting', remoteName: undefined },
+): string {
+  const place = pythonSettingPlace(context.remoteName);
+  const because = chosenBecause(context);
   switch (result.problem) {
     case 'no-interpreter':
       return (
-        `torchscan-lsp: no Python interpreter found at "${command}". ` +
-        'Set "torchscan.python" to a Python 3.11+ interpreter, or select one with "Python: Select Interpreter".'
+        `torchscan-lsp: no Python interpreter found at "${command}"${because}. ` +
+        `Set "torchscan.python" to a Python 3.11+ interpreter, ${place}, or select one with "Python: Select Interpreter".`
       );
     case 'no-package':
       return (
-        `torchscan-lsp: the package is not installed in ${command}. ` +
-        `Install it with "${installCommand(command)}", or point "torchscan.python" at an environment that has it.`
+        `torchscan-lsp: the package is not installed in ${command}${because}. ` +
+        `Install it with "${installCommand(command)}", or point "torchscan.python" at an environment that has it, ${place}.`
       );
     case 'broken':
       return (

@@ -2,7 +2,8 @@
  * The language client's life cycle: choose and check the interpreter, start the server, restart
  * it on demand, and turn every way it can fail into one clear message with the fix.
  */
-import { spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import * as vscode from 'vscode';
 import {
   CloseAction,
@@ -17,9 +18,11 @@ import { selectInterpreter } from './interpreter';
 import { serverLaunch, STATUS_NOTIFICATION } from './launch';
 import { describeProbeFailure, installCommand, probeInterpreter } from './probe';
 import { PythonEnvironmentsApi } from './pythonExtension';
-import { configurationItem } from './settings';
+import { configurationItem, readServerSettings, SECTION } from './settings';
+import { OPEN_REMOTE_SETTINGS, settingOrigin } from './settingsPlace';
 import { StatusBar, StatusParams } from './status';
-import { currentInitializationOptions } from './trust';
+import { ReportPanels } from './reportView';
+import { currentInitializationOptions, restrictedModeLenses } from './trust';
 
 /** Crashes of a running server that are restarted before the session gives up. */
 const MAX_RESTARTS = 3;
@@ -36,6 +39,9 @@ class QuietLanguageClient extends LanguageClient {
   }
 }
 
+/** How long a stopped client's server process gets to exit on its own before it is killed, ms. */
+const EXIT_GRACE_MS = 2000;
+
 /** How the server process ended, kept to explain a failed start. */
 interface ExitRecord {
   code: number | null;
@@ -44,6 +50,9 @@ interface ExitRecord {
 
 export class ServerSession implements vscode.Disposable {
   private client: LanguageClient | undefined;
+  private child: ChildProcess | undefined;
+  /** The settings of the last start (see restartForSettings). */
+  private startedWith: string | undefined;
   private queue: Promise<void> = Promise.resolve();
   private crashes = 0;
 
@@ -51,6 +60,7 @@ export class ServerSession implements vscode.Disposable {
     private readonly log: vscode.LogOutputChannel,
     private readonly status: StatusBar,
     private readonly pythonApi: () => Promise<PythonEnvironmentsApi | undefined>,
+    private readonly reports: ReportPanels,
   ) {}
 
   /** The running client, or `undefined` when the server is not running. */
@@ -63,12 +73,21 @@ export class ServerSession implements vscode.Disposable {
     return this.enqueue(() => this.doStart());
   }
 
-  /** Stops and starts the server, e.g. after a settings, interpreter or trust change. */
+  /** Stops and starts the server, e.g. after an interpreter or trust change. */
   restart(): Promise<void> {
+    return this.enqueue(() => this.doRestart());
+  }
+
+  /**
+   * Restarts after a `torchscan` settings event, unless the settings the server would get are
+   * those it started with: VS Code also fires the event when nothing the server reads changed
+   * (granting trust does, right after the trust restart).
+   */
+  restartForSettings(): Promise<void> {
     return this.enqueue(async () => {
-      await this.doStop();
-      this.crashes = 0;
-      await this.doStart();
+      if (this.startedWith === undefined || settingsKey() !== this.startedWith) {
+        await this.doRestart();
+      }
     });
   }
 
@@ -86,17 +105,32 @@ export class ServerSession implements vscode.Disposable {
     return this.queue;
   }
 
+  private async doRestart(): Promise<void> {
+    await this.doStop();
+    this.crashes = 0;
+    await this.doStart();
+  }
+
   private async doStart(): Promise<void> {
     this.status.clear();
+    this.startedWith = settingsKey();
     const resource = vscode.window.activeTextEditor?.document.uri;
     const interpreter = await selectInterpreter(await this.pythonApi(), resource);
     for (const reason of interpreter.skipped) {
       this.log.warn(`Interpreter skipped: ${reason}`);
     }
-    this.log.info(`Interpreter: ${interpreter.command} (from ${interpreter.source})`);
+    const remoteName = vscode.env.remoteName;
+    const origin =
+      interpreter.source === 'setting'
+        ? settingOrigin(vscode.workspace.getConfiguration(SECTION, resource).inspect('python'), remoteName)
+        : undefined;
+    this.log.info(`Interpreter: ${interpreter.command} (from ${origin ? `torchscan.python in ${origin}` : interpreter.source})`);
     const probe = await probeInterpreter(interpreter.command);
     if (!probe.ok) {
-      this.fail(describeProbeFailure(interpreter.command, probe), interpreter.command, probe.problem);
+      const context = { source: interpreter.source, remoteName };
+      // In a remote window the setting the user needs is that machine's, not their local one.
+      const remoteFix = remoteName !== undefined && interpreter.source !== 'setting' && probe.problem !== 'broken';
+      this.fail(describeProbeFailure(interpreter.command, probe, context), interpreter.command, probe.problem, remoteFix);
       return;
     }
     this.log.info(`torchscan-lsp ${probe.version} found`);
@@ -135,7 +169,9 @@ export class ServerSession implements vscode.Disposable {
 
   private async doStop(): Promise<void> {
     const client = this.client;
+    const child = this.child;
     this.client = undefined;
+    this.child = undefined;
     if (client !== undefined && client.state !== State.Stopped) {
       try {
         await client.stop(3000);
@@ -143,26 +179,34 @@ export class ServerSession implements vscode.Disposable {
         this.log.warn(`Stopping the server failed: ${String(error)}`);
       }
     }
+    if (child !== undefined) {
+      await endProcess(child, EXIT_GRACE_MS);
+    }
   }
 
   private serverOptions(python: string, exit: ExitRecord): ServerOptions {
     const launch = serverLaunch(python);
     return async () => {
       const child = spawn(launch.command, launch.args, { env: process.env });
-      // stderr is the server's log; the last lines also explain an exit at start.
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (chunk: string) => {
-        for (const line of chunk.split(/\r?\n/).filter((text) => text.trim() !== '')) {
-          this.log.info(`[server] ${line}`);
-          exit.stderr.push(line);
-          exit.stderr.splice(0, Math.max(0, exit.stderr.length - STDERR_LINES));
+      this.child = child;
+      // stderr is the server's log, written here once per line; the last lines also explain an
+      // exit at start.
+      createInterface({ input: child.stderr, crlfDelay: Infinity }).on('line', (line: string) => {
+        if (line.trim() === '') {
+          return;
         }
+        this.log.info(`[server] ${line}`);
+        exit.stderr.push(line);
+        exit.stderr.splice(0, Math.max(0, exit.stderr.length - STDERR_LINES));
       });
       child.on('exit', (code) => {
         exit.code = code;
         this.log.info(`Server process exited with code ${String(code)}`);
       });
-      return child;
+      // Streams, not the ChildProcess: given the process, vscode-languageclient copies its stderr
+      // into the same output channel, and every line would show twice. The session ends the
+      // process itself (see doStop).
+      return { reader: child.stdout, writer: child.stdin };
     };
   }
 
@@ -181,6 +225,10 @@ export class ServerSession implements vscode.Disposable {
         closed: () => this.onClosed(),
       },
       middleware: {
+        // Where the browser cannot open the server's file, the HTML report opens in a webview.
+        window: { showDocument: this.reports.middleware() },
+        provideCodeLenses: async (document, token, next) =>
+          restrictedModeLenses(await next(document, token), vscode.workspace.isTrusted),
         workspace: {
           // The server pulls its settings; answer with the validated, trust-aware mapping.
           configuration: async (params, token, next) => {
@@ -222,11 +270,12 @@ export class ServerSession implements vscode.Disposable {
     void vscode.window.showWarningMessage(message);
   }
 
-  private fail(message: string, python: string | undefined, problem: string): void {
+  private fail(message: string, python: string | undefined, problem: string, remoteFix = false): void {
     this.log.error(message);
     this.status.setServerProblem(message);
-    const actions =
-      problem === 'no-interpreter'
+    const actions = remoteFix
+      ? ['Open Remote Settings', ...(problem === 'no-package' ? ['Show install command'] : []), 'Show log']
+      : problem === 'no-interpreter'
         ? ['Open settings', 'Show log']
         : python === undefined
           ? ['Restart server', 'Show log']
@@ -238,6 +287,8 @@ export class ServerSession implements vscode.Disposable {
         await this.restart();
       } else if (choice === 'Open settings') {
         await vscode.commands.executeCommand('workbench.action.openSettings', 'torchscan.python');
+      } else if (choice === 'Open Remote Settings') {
+        await vscode.commands.executeCommand(OPEN_REMOTE_SETTINGS);
       } else if (choice === 'Show install command' && python !== undefined) {
         const command = installCommand(python);
         const copy = await vscode.window.showInformationMessage(
@@ -250,5 +301,30 @@ export class ServerSession implements vscode.Disposable {
         }
       }
     });
+  }
+}
+
+/** The settings the server gets and the trust state, as one comparable string. */
+function settingsKey(): string {
+  const resource = vscode.window.activeTextEditor?.document.uri;
+  return JSON.stringify([vscode.workspace.isTrusted, readServerSettings(resource).settings]);
+}
+
+/**
+ * Waits up to `graceMs` for `child` to exit (the server exits after the client's `exit`
+ * notification), then kills it.
+ */
+export async function endProcess(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const exited = await new Promise<boolean>((resolve) => {
+    child.once('exit', () => resolve(true));
+    timer = setTimeout(() => resolve(false), graceMs);
+  });
+  clearTimeout(timer);
+  if (!exited) {
+    child.kill();
   }
 }

@@ -5,18 +5,48 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 
-/** What the server is told at start; `trusted: true` allows it to run workspace code. */
+/**
+ * What the server is told at start: `trusted: true` allows it to run workspace code, and `editor`
+ * names VS Code (whatever the application calls itself: Visual Studio Code, code-server,
+ * VSCodium…), so that its messages give the advice that works here: trust the workspace.
+ */
 export interface InitializationOptions {
   readonly trusted: boolean;
+  readonly editor: 'vscode';
 }
 
 export function initializationOptions(trusted: boolean): InitializationOptions {
-  return { trusted };
+  return { trusted, editor: 'vscode' };
 }
 
 /** The options for the current window's trust state. */
 export function currentInitializationOptions(): InitializationOptions {
   return initializationOptions(vscode.workspace.isTrusted);
+}
+
+/** VS Code's command that opens the workspace trust editor. */
+export const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
+
+/**
+ * The code lenses shown in Restricted Mode. The server then offers only each target's summary
+ * ("not analysed (untrusted workspace)"), whose own command would ask the server for an analysis
+ * it refuses; here it opens the trust editor instead, which is what the user needs to do.
+ */
+export function restrictedModeLenses(
+  lenses: vscode.CodeLens[] | null | undefined,
+  trusted: boolean,
+): vscode.CodeLens[] | null | undefined {
+  if (trusted || !lenses) {
+    return lenses;
+  }
+  return lenses.map(
+    (lens) =>
+      new vscode.CodeLens(lens.range, {
+        title: lens.command?.title ?? 'torchscan: not analysed (untrusted workspace)',
+        command: MANAGE_TRUST_COMMAND,
+        tooltip: 'Trust this workspace to let torchscan-lsp run its model code',
+      }),
+  );
 }
 
 export const UNTRUSTED_EXPLANATION =

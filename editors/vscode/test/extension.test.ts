@@ -59,12 +59,13 @@ afterEach(async () => {
   vi.mocked(vscode.commands.registerCommand).mockClear();
 });
 
-test('registers the five palette commands', async () => {
+test('registers the six palette commands', async () => {
   useWorkspace({ trusted: true });
   await activated();
   const ids = vi.mocked(vscode.commands.registerCommand).mock.calls.map((call) => call[0]);
   expect(ids.sort()).toEqual([
     'torchscan-lsp.measureLatency',
+    'torchscan-lsp.measureMemory',
     'torchscan-lsp.reanalyze',
     'torchscan-lsp.restart',
     'torchscan-lsp.showLog',
@@ -76,12 +77,12 @@ test('an untrusted workspace says why nothing runs, and granting trust restarts 
   useWorkspace({ trusted: false });
   const { grant } = await activated();
   expect(vscode.window.showInformationMessage).toHaveBeenCalledWith(UNTRUSTED_EXPLANATION, 'Manage workspace trust');
-  expect(clients.created.map((client) => client.clientOptions.initializationOptions)).toEqual([{ trusted: false }]);
+  expect(clients.created.map((client) => client.clientOptions.initializationOptions)).toEqual([{ trusted: false, editor: 'vscode' }]);
 
   (vscode.workspace as { isTrusted: boolean }).isTrusted = true;
   grant()();
   await vi.waitFor(() => expect(clients.created).toHaveLength(2));
-  expect(clients.created[1].clientOptions.initializationOptions).toEqual({ trusted: true });
+  expect(clients.created[1].clientOptions.initializationOptions).toEqual({ trusted: true, editor: 'vscode' });
 });
 
 test('a settings change restarts the server and reports a wrongly typed value', async () => {
@@ -89,7 +90,7 @@ test('a settings change restarts the server and reports a wrongly typed value', 
   const { change } = await activated();
   expect(clients.created).toHaveLength(1);
 
-  useWorkspace({ trusted: true, settings: { 'torchscan.maxWorkers': 'two' } });
+  useWorkspace({ trusted: true, settings: { 'torchscan.maxWorkers': 'two', 'torchscan.device': 'cuda' } });
   change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
   await vi.waitFor(() => expect(clients.created).toHaveLength(2));
   const [warning] = vi.mocked(vscode.window.showWarningMessage).mock.calls[0] as unknown as string[];
@@ -98,4 +99,18 @@ test('a settings change restarts the server and reports a wrongly typed value', 
   change()({ affectsConfiguration: (section: string) => section === 'editor' });
   await settle();
   expect(clients.created).toHaveLength(2);
+});
+
+test('a settings event that changes nothing the server gets does not restart it', async () => {
+  // VS Code fires one right after trust is granted, which has restarted the server already
+  useWorkspace({ trusted: true, settings: { 'torchscan.device': 'cuda' } });
+  const { change } = await activated();
+  change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
+  await settle();
+  expect(clients.created).toHaveLength(1);
+  // an invalid value stands for its default: still nothing new for the server
+  useWorkspace({ trusted: true, settings: { 'torchscan.device': 'cuda', 'torchscan.maxWorkers': 'two' } });
+  change()({ affectsConfiguration: (section: string) => section === 'torchscan' });
+  await settle();
+  expect(clients.created).toHaveLength(1);
 });

@@ -148,6 +148,6 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every palette command has the title the issue asks for', () => {
     const titles = manifest.contributes.commands.map((command: { title: string }) => command.title).sort();
-    expect(titles).toEqual(['Measure latency', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
+    expect(titles).toEqual(['Measure latency', 'Measure memory', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
   });
 });

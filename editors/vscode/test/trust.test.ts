@@ -1,6 +1,13 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
+import * as vscode from 'vscode';
 import { mapSettings, readServerSettings } from '../src/settings';
-import { currentInitializationOptions, interpreterAllowed, isInsideAny } from '../src/trust';
+import {
+  currentInitializationOptions,
+  interpreterAllowed,
+  isInsideAny,
+  MANAGE_TRUST_COMMAND,
+  restrictedModeLenses,
+} from '../src/trust';
 import { useWorkspace } from './helpers';
 
 vi.mock('vscode');
@@ -9,15 +16,35 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe('the server is told whether it may run workspace code', () => {
+describe('the server is told whether it may run workspace code, and that the editor is VS Code', () => {
   test('trusted workspace', () => {
     useWorkspace({ trusted: true });
-    expect(currentInitializationOptions()).toEqual({ trusted: true });
+    expect(currentInitializationOptions()).toEqual({ trusted: true, editor: 'vscode' });
   });
 
   test('untrusted workspace', () => {
     useWorkspace({ trusted: false });
-    expect(currentInitializationOptions()).toEqual({ trusted: false });
+    expect(currentInitializationOptions()).toEqual({ trusted: false, editor: 'vscode' });
+  });
+});
+
+describe('in Restricted Mode a code lens opens the trust editor', () => {
+  const summary = new vscode.CodeLens(new vscode.Range(13, 0, 13, 12), {
+    title: 'torchscan: not analysed (untrusted workspace)',
+    command: 'torchscan.reanalyze',
+    arguments: ['file:///w/model.py', 'build'],
+  });
+
+  test('untrusted: same title and place, the trust command, no server arguments', () => {
+    const [lens] = restrictedModeLenses([summary], false) ?? [];
+    expect(lens.range).toEqual(summary.range);
+    expect(lens.command?.title).toBe('torchscan: not analysed (untrusted workspace)');
+    expect(lens.command?.command).toBe(MANAGE_TRUST_COMMAND);
+    expect(lens.command?.arguments).toBeUndefined();
+  });
+
+  test('trusted: the server lenses as they came', () => {
+    expect(restrictedModeLenses([summary], true)).toEqual([summary]);
   });
 });
 

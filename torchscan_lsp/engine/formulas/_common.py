@@ -56,12 +56,14 @@ class ShapeOnly:
 
 def shape(t) -> tuple[int, ...]:
     """The shape of a tensor (or :class:`ShapeOnly`) as a tuple of Python ints."""
-    return tuple(int(d) for d in t.shape)
+    size = t.shape
+    return tuple(size) if type(size) is torch.Size else tuple(int(d) for d in size)
 
 
 def numel(t) -> int:
     """Number of elements, from the shape (no tensor call)."""
-    return math.prod(int(d) for d in t.shape)
+    size = t.shape
+    return math.prod(size) if type(size) is torch.Size else math.prod(int(d) for d in size)
 
 
 def first_tensor(value: Any):
@@ -124,8 +126,11 @@ def num_params(module: nn.Module) -> int:
 
 
 def unsupported(module: nn.Module) -> int:
-    """Warn with the contract's text and return 0."""
-    warnings.warn(f"Module type not supported: {type(module).__name__}", UserWarning, stacklevel=3)
+    """Warn with the contract's text and return 0 (a class of PyTorch's quantization namespaces is
+    named in full, so that it never reads like its ``torch.nn`` namesake)."""
+    from torchscan_lsp.engine.module_info import type_name
+
+    warnings.warn(f"Module type not supported: {type_name(type(module))}", UserWarning, stacklevel=3)
     return 0
 
 

@@ -25,6 +25,10 @@ key, so the counter runs it whole and counts it with its packet's formula. The v
 called (the counter looks formulas up by packet), so a caller's formula for the packet still wins.
 Use ``counter_mapping(custom)`` to build the whole mapping.
 
+``MAC_FORMULAS`` maps the packets of matrix, convolution, attention and recurrent operators
+(PyTorch's and ours) to their multiply-accumulates, from matrix dimensions (``macs``); ``MAC_CLASS``
+names every operator that does such products, so that one without a MAC formula is never a silent 0.
+
 ``EXTRA_IGNORED`` (op name -> reason) lists operators that do no arithmetic but are missing from the
 reference ignore list (views, data movement, creation, random generation, runtime queries).
 
@@ -61,6 +65,7 @@ from . import (  # noqa: F401  (importing a family registers its formulas)
 )
 from ._base import CORRECTIONS, FAMILY, REGISTRY
 from .ignored import EXTRA_IGNORED
+from .macs import MAC_CLASS, MAC_FORMULAS
 
 #: operator packet -> FLOP formula (FlopCounterMode custom_mapping contract).
 DEFAULT_FORMULAS: dict = {
@@ -69,7 +74,6 @@ DEFAULT_FORMULAS: dict = {
 
 #: "aten.relu" -> family module name ("activation"), for documentation and tests.
 FORMULA_FAMILIES: dict[str, str] = {str(packet): FAMILY[str(packet)] for packet in DEFAULT_FORMULAS}
-
 
 
 def _decomposition_guards() -> dict:
@@ -98,4 +102,7 @@ def counter_mapping(custom: dict[Any, Any] | None = None) -> dict[Any, Any]:
     return {**DEFAULT_FORMULAS, **DECOMPOSITION_GUARDS, **(custom or {})}
 
 
-__all__ = ["CORRECTIONS", "DECOMPOSITION_GUARDS", "DEFAULT_FORMULAS", "EXTRA_IGNORED", "FORMULA_FAMILIES", "counter_mapping"]
+__all__ = [
+    "CORRECTIONS", "DECOMPOSITION_GUARDS", "DEFAULT_FORMULAS", "EXTRA_IGNORED", "FORMULA_FAMILIES", "MAC_CLASS",
+    "MAC_FORMULAS", "counter_mapping",
+]  # fmt: skip

@@ -1,9 +1,9 @@
-"""The executed path of one crawl: active modules, data flow, container work and the kernels that ran.
+"""The data-flow tracker of one crawl: data flow, container work and the kernels that ran.
 
-:class:`ExecutionPaths` is attached to a crawl's :class:`~torchscan_lsp.engine.recorder.CallRecorder`
-(told of every module call entering and leaving) and to its
-:class:`~torchscan_lsp.engine.operators.OperatorCounter` (told of every operator that runs while no
-metric-leaf call is active, i.e. in a container's own ``forward``). From this it builds:
+:class:`DataFlowTracker` is the engine's own observer (:mod:`.observers`) of the crawl's recording
+pass: told of every module call entering and leaving, and of every operator, it follows the
+operators that run while no metric-leaf call is active (in a container's own ``forward``). From
+this it builds:
 
 * the cumulative receptive field of every leaf call (:mod:`.receptive`, :mod:`.dataflow`): the
   module-local values move to ``local_receptive_field``, ``local_stride`` and ``local_padding``;
@@ -15,8 +15,8 @@ metric-leaf call is active, i.e. in a container's own ``forward``). From this it
 * ``context["execution_path"]``: how the forward ran, which fused kernels were counted and, on the
   meta device, what cannot be measured there (peak memory, latency) and why.
 
-The hot path is the operator check: the counter reads :attr:`ExecutionPaths.outside` (a bool kept
-up to date on every module call) and calls :meth:`ExecutionPaths.observe` only when it is true.
+The hot path is the operator check: :meth:`DataFlowTracker.operator_ran` returns at once unless
+:attr:`DataFlowTracker.outside` (a bool kept up to date on every module call) is true.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from torch import nn
 
 from torchscan_lsp.engine.containers import container_diagnostics, mark_partial
 from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
+from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.module_metrics import evaluate_call, ordered_inputs
+from torchscan_lsp.engine.observers import PassObserver
 from torchscan_lsp.engine.receptive import (
     CONSTANT,
     LOCAL_METRICS,
@@ -44,7 +46,7 @@ from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
 from torchscan_lsp.engine.tokens import KINDS_BY_CLASS as _TOKEN_KINDS
 from torchscan_lsp.engine.tokens import UNKNOWN, token_dependencies, token_kind
 
-__all__ = ["ExecutionPaths", "FUSED_KERNELS", "META_UNAVAILABLE"]
+__all__ = ["DataFlowTracker", "FUSED_KERNELS", "META_UNAVAILABLE"]
 
 #: Fused CPU/GPU kernels that replace a module's decomposed work when PyTorch takes a fast path.
 FUSED_KERNELS = frozenset(
@@ -71,8 +73,8 @@ _TENSOR = torch.Tensor
 _UNKNOWN_KIND = object()
 
 
-class ExecutionPaths:
-    """Follows one crawl's execution (see the module docstring).
+class DataFlowTracker(PassObserver):
+    """Follows one crawl's data flow (see the module docstring).
 
     Args:
         inputs: the call's positional and keyword values (their tensors start the data flow).
@@ -87,7 +89,7 @@ class ExecutionPaths:
         self._meta = any(t.is_meta for t in sources) or any(t.is_meta for t in constants)
         #: True while a container is the innermost active module and no leaf call is active.
         self.outside = False
-        self._stack: list[tuple[Any, int | None]] = []
+        self._depth = 0
         self._leaf_depth = 0
         self._escaped: dict[tuple[str, int | None], dict[str, int]] = {}  # (path, record) -> op -> calls
         self._noted: set[str] = set()
@@ -96,41 +98,35 @@ class ExecutionPaths:
         self._counter: Any = None
 
     def attach(self, recorder: Any, counter: Any) -> None:
-        """Be told of ``recorder``'s module calls and of ``counter``'s operators outside leaves."""
+        """Read ``recorder``'s records and pause ``counter`` while reading mask values."""
         self._recorder = recorder
         self._counter = counter
-        recorder.observer = self
-        if counter is not None:
-            counter.observer = self
 
     # ------------------------------------------------------------------------------ module calls
 
-    def enter(self, target: Any, index: int | None) -> None:
-        """A call of ``target`` starts; ``index`` is its layer record's index (None: not recorded)."""
-        self._stack.append((target, index))
-        if target.leaf or target.script:
+    def call_started(self, module: nn.Module, info: ModuleInfo, layer: int | None, args: tuple) -> None:
+        self._depth += 1
+        if info.leaf or info.script:
             self._leaf_depth += 1
         self.outside = not self._leaf_depth
 
-    def leave(self, module: nn.Module, target: Any, args: tuple, rest: tuple) -> None:
-        """A call of ``target`` ends; ``rest`` is ``(kwargs, output)`` after a normal return."""
-        stack = self._stack
-        while stack:
-            entered, index = stack.pop()
-            if entered.leaf or entered.script:
-                self._leaf_depth -= 1
-            if entered is target:
-                break
-        else:
-            index = None
-        self.outside = bool(stack) and not self._leaf_depth
+    def call_ended(
+        self, module: nn.Module, info: ModuleInfo, layer: int | None, args: tuple, kwargs: dict, output: Any,
+        error: BaseException | None,
+    ) -> None:  # fmt: skip
+        self._depth -= 1
+        if info.leaf or info.script:
+            self._leaf_depth -= 1
+        self.outside = self._depth > 0 and not self._leaf_depth
+        if layer is None or error is not None:
+            return
         kind = _TOKEN_KINDS.get(type(module), _UNKNOWN_KIND)
         if kind is _UNKNOWN_KIND:
             kind = token_kind(module)
-        if kind is not None and index is not None and len(rest) == 2:
-            self._tokens(module, target, args, rest[0], index)
+        if kind is not None:
+            self._tokens(module, info, args, kwargs, layer)
 
-    def _tokens(self, module: nn.Module, target: Any, args: tuple, kwargs: dict, index: int) -> None:
+    def _tokens(self, module: nn.Module, info: ModuleInfo, args: tuple, kwargs: dict, index: int) -> None:
         counter = self._counter
         if counter is not None:
             counter.pause()  # reading mask values dispatches operators: not the model's work
@@ -151,23 +147,27 @@ class ExecutionPaths:
                         "token_dependencies_unknown",
                         "token_dependencies",
                         f"{entry['stage']}: {entry['reason']}.",
-                        path=target.path,
+                        path=info.path,
                     )
                 )
 
     # -------------------------------------------------------------------------------- operators
 
-    def observe(self, packet_id: int, args: tuple, kwargs: dict, out: Any) -> None:
-        """An operator ran in a container's own forward: count it and follow its data flow."""
-        name = self._names.get(packet_id)
+    def operator_ran(
+        self, func: Any, args: tuple, kwargs: dict, out: Any, flops: int | None, macs: int | None, layer: int | None
+    ) -> None:
+        """An operator ran: when in a container's own forward, note it and follow its data flow."""
+        if not self.outside or layer is None:
+            return
+        name = self._names.get(id(func))
         if name is None:
-            name = self._names[packet_id] = str(self._counter.packets[packet_id])
-        target, index = self._stack[-1]
-        ops = self._escaped.get((target.path, index))
+            name = self._names[id(func)] = str(func._overloadpacket)
+        path = self._recorder.layers[layer]["path"]
+        ops = self._escaped.get((path, layer))
         if ops is None:
-            ops = self._escaped[(target.path, index)] = {}
+            ops = self._escaped[(path, layer)] = {}
         ops[name] = ops.get(name, 0) + 1
-        where = f"{name} in '{target.path}'"
+        where = f"{name} in '{path}'"
         try:
             propagate(self.states, name, args, kwargs, out, where)
         except Exception as exc:  # noqa: BLE001 - a tensor subclass the data flow cannot read
@@ -180,7 +180,7 @@ class ExecutionPaths:
     def evaluate(
         self,
         module: nn.Module,
-        target: Any,
+        info: ModuleInfo,
         args: tuple,
         kwargs: dict,
         output: Any,
@@ -188,12 +188,12 @@ class ExecutionPaths:
         diagnostics: list[Diagnostic],
     ) -> None:
         """The recorder's evaluator: module formulas, then the cumulative receptive field."""
-        evaluate_call(module, target, args, kwargs, output, record, diagnostics)
+        evaluate_call(module, info, args, kwargs, output, record, diagnostics)
         metrics = record["metrics"]
         if "receptive_field" not in metrics:
             # no input or output tensor, or a ScriptModule: its own diagnostic says why, and what it
             # returned has no field either
-            cause = f"'{target.path}' ({target.type}) could not be measured"
+            cause = f"'{info.path}' ({info.type}) could not be measured"
             self._noted.add(cause)
             for tensor in tensors_in(output):
                 self.states.set(tensor, Field.unavailable(cause))
@@ -206,7 +206,7 @@ class ExecutionPaths:
         else:
             x = next(iter(tensors_in(ordered_inputs(module, args, kwargs))), None)
         outputs = [output] if type(output) is _TENSOR else tensors_in(output)
-        path = target.path
+        path = info.path
         if x is None:
             field = SOURCE
         else:
@@ -215,7 +215,7 @@ class ExecutionPaths:
         if field is CONSTANT:
             field = SOURCE
         if local[0]["status"] != "complete":
-            field = Field.unavailable(f"'{path}' ({target.type}) has no module-local receptive field")
+            field = Field.unavailable(f"'{path}' ({info.type}) has no module-local receptive field")
             self._noted.add(field.cause)  # its own diagnostic already says why
         else:
             values = tuple(m["value"] for m in local)
@@ -224,7 +224,7 @@ class ExecutionPaths:
                     field = mix_folded(field)
                 elif values != _POINTWISE:
                     field = Field.unavailable(
-                        f"'{path}' ({target.type}) reads positions that were folded into its feature axis"
+                        f"'{path}' ({info.type}) reads positions that were folded into its feature axis"
                     )
             field = compose(field, values)
             if x is not None and x.dim() >= 3 and outputs and outputs[0].dim() <= 2:
