@@ -1,10 +1,14 @@
 """``torchscan-lsp check``: output lines and exit codes, run as a user would run it."""
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+from workspace_files import line_of
 
 FILES = {
     "conv.py": """
@@ -119,3 +123,66 @@ def test_help_describes_the_command():
     assert done.returncode == 0
     assert "inlay hints and diagnostics" in " ".join(done.stdout.split())
     assert "--timeout SECONDS" in done.stdout and "--memory-limit-mb MIB" in done.stdout
+
+
+def test_library_files_the_model_ran_through_are_not_printed(tmp_path):
+    # the model is built by an installed package: the worker names its file by absolute path in the
+    # source map (for an editor that opens it); check prints the workspace's files only
+    library = tmp_path / "installed" / "site-packages" / "fakelib"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+
+        class Stack(nn.Sequential):
+            pass
+
+
+        def make():
+            return Stack(nn.Linear(4, 4), nn.ReLU())
+    """).lstrip("\n"), encoding="utf-8")
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "net.py").write_text(textwrap.dedent("""
+        import fakelib
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return fakelib.make()
+    """).lstrip("\n"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", "net.py"], cwd=root,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(library.parent)})
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Linear(4, 4): 16 + 4 = 20 parameters; on (1, 4): 4·(2·4 − 1) + 4 = 32 FLOPs and 16 MACs;
+    # ReLU on 4 elements: 4 FLOPs. 32 + 4 = 36 FLOPs
+    assert "net.py:5:13: hint: 20 params · 16 MACs · 36 FLOPs" in lines
+    assert lines and all(line.startswith("net.py:") for line in lines), lines
+
+
+def test_the_gpt_example_hints_every_line_that_builds_or_computes():
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "examples" / "gpt.py").read_text(encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "check", "examples/gpt.py"], cwd=repo,
+                          capture_output=True, text=True, timeout=300)
+    hints = {}
+    for line in done.stdout.splitlines():
+        where, _, label = line.partition(": hint: ")
+        if label:
+            hints[int(where.split(":")[1])] = label
+    # GPTConfig: vocabulary 256, block 32, 2 layers, 4 heads, width 64; 16 tokens in.
+    # nn.ModuleDict(dict(wte=..., wpe=..., ...)): each entry on its own line. wte = Embedding(256, 64):
+    # 16,384 parameters; wpe = Embedding(32, 64): 2,048; lookups cost no FLOPs.
+    assert hints[line_of(text, "wte=nn.Embedding")] == "16.4k params · 0 FLOPs"
+    assert hints[line_of(text, "wpe=nn.Embedding")] == "2.05k params · 0 FLOPs"
+    # the head's weight is wte's (one tensor, counted under wte, called first): 16,384 shared; its
+    # matmul still runs: 16 rows · 256 · (2·64 − 1) = 520,192 FLOPs
+    assert hints[line_of(text, "self.lm_head = nn.Linear")] == "16.4k params shared with transformer.wte · 520 kFLOPs"
+    # SDPA's output: (B, H, T, C / H) = (1, 4, 16, 16)
+    assert hints[line_of(text, "y = F.scaled_dot_product_attention")] == "→ (1, 4, 16, 16)"
+    # class CausalSelfAttention, 2 instances: c_attn Linear(64, 192) = 12,480 and c_proj Linear(64, 64)
+    # = 4,160 parameters, 33,280 in all; FLOPs 16·192·128 + 16·64·128 = 524,288 each, 1,048,576 in
+    # all, a lower bound: no module formula counts the attention in its own forward
+    assert hints[line_of(text, "class CausalSelfAttention")] == "×2 · 33.3k params · ≥ 1.05 MFLOPs"

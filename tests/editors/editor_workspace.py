@@ -81,11 +81,14 @@ class Expected:
     """What a client must receive for the workspace, with 0-based line numbers."""
 
     target_line: int = line_of(MODEL, "def build")
+    class_line: int = line_of(MODEL, "class Net")
     module_line: int = line_of(MODEL, "self.conv = nn.Conv2d")
     call_line: int = line_of(MODEL, "return self.conv(x)")
     broken_line: int = line_of(BROKEN, "def broken")
     totals: str = f"{PARAMETERS} params · {si(MACS, 'MACs')} · {si(FLOPS, 'FLOPs')}"
     module: str = f"{PARAMETERS} params · {si(FLOPS, 'FLOPs')}"
+    # the model's one Net instance holds only the convolution: its class line says the same
+    instances: str = f"{PARAMETERS} params · {si(FLOPS, 'FLOPs')}"
     shape: str = "→ (" + ", ".join(str(d) for d in OUTPUT_SHAPE) + ")"
 
 

@@ -61,6 +61,7 @@ def test_inlay_hints_as_neovim_received_them(session, expected):
     by_line = {hint["line"]: hint["label"] for hint in session["inlay_hints"]}
     assert by_line == {
         expected.target_line: expected.totals,
+        expected.class_line: expected.instances,
         expected.module_line: expected.module,
         expected.call_line: expected.shape,
     }

@@ -16,6 +16,19 @@ from torchscan_lsp.worker.runner import run_job
 from workspace_files import line_of, loc, write
 
 
+def path_of(result: dict, layer: int | None) -> str | None:
+    """The module path of the report layer a source-map entry names by index."""
+    return None if layer is None else result["report"]["layers"][layer]["path"]
+
+
+def modules_by_path(result: dict) -> dict[str, list[dict]]:
+    """The source map's module entries by the path of the layer they name, in call order."""
+    found: dict[str, list[dict]] = {}
+    for entry in result["source_map"]["modules"]:
+        found.setdefault(path_of(result, entry["layer"]), []).append(entry)
+    return found
+
+
 def run(root: Path, rel: str, target: str, options: dict) -> dict:
     result = run_job({"workspace_root": str(root), "file": str(root / rel), "target": target, "options": options})
     assert json.loads(json.dumps(result, allow_nan=False)) == result
@@ -57,16 +70,17 @@ def test_a_symlinked_root_names_files_by_their_real_place(tmp_path):
 
 def test_stack_walks_stop_at_the_barrier(tmp_path):
     path = tmp_path / "caller.py"
-    path.write_text("import sys\n\ndef where(recorder):\n    return recorder.location(sys._getframe())\n")
+    path.write_text("import sys\n\ndef where(files):\n    return files.sites(sys._getframe())[0]\n")
     code = compile(path.read_text(), str(path), "exec")
     namespace: dict = {}
     exec(code, namespace)
-    recorder = SourceRecorder(Workspace(tmp_path))
-    assert recorder.location(sys._getframe()) is None  # this test file is outside the workspace
-    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
-    recorder.barrier = sys._getframe()
+    files = SourceRecorder(Workspace(tmp_path)).files
+    assert files.sites(sys._getframe())[0] is None  # this test file is outside the workspace
+    assert namespace["where"](files) == ("caller.py", 4)
+    files.barrier = sys._getframe()
     # the caller's frame is inside the barrier: found; frames beyond it are never looked at
-    assert namespace["where"](recorder) == {"file": "caller.py", "line": 4}
+    assert namespace["where"](files) == ("caller.py", 4)
+    assert files.sites(sys._getframe())[1] == ()   # the barrier itself: nothing walked
 
 
 def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_path):
@@ -95,9 +109,9 @@ def test_operators_of_a_helper_in_another_file_belong_to_the_helper_line(tmp_pat
     operators = result["source_map"]["operators"]
     assert operators == [
         {"file": "net.py", "line": line_of(files["net.py"], "y.view"), "operator": "aten.view",
-         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view.", "module": ""},
+         "calls": 1, "flops": None, "ignored": "Metadata-only tensor view.", "layer": 0},
         {"file": "ops.py", "line": line_of(files["ops.py"], "x + x"), "operator": "aten.add",
-         "calls": 1, "flops": 6, "ignored": None, "module": ""},   # Net (the root) was the innermost call
+         "calls": 1, "flops": 6, "ignored": None, "layer": 0},   # Net (the root, layer 0) was the innermost call
     ]
     assert result["imported_files"] == ["net.py", "ops.py"]
 
@@ -124,7 +138,9 @@ def test_shared_module_keeps_its_first_definition(tmp_path):
     text = files["net.py"]
     result = run(tmp_path, "net.py", "Net", {"input_shape": [3]})
     modules = result["source_map"]["modules"]
-    assert [(m["path"], m["call_index"]) for m in modules] == [("", 0), ("first", 0), ("first", 1)]
+    layers = result["report"]["layers"]
+    assert [(layers[m["layer"]]["path"], layers[m["layer"]]["call_index"]) for m in modules] == [
+        ("", 0), ("first", 0), ("first", 1)]
     assert {m["defined_at"]["line"] for m in modules[1:]} == {line_of(text, "self.first = nn.Linear")}
     assert [m["called_at"]["line"] for m in modules[1:]] == [line_of(text, "return self.second")] * 2
 
@@ -155,7 +171,7 @@ def test_modules_built_by_library_code_point_at_the_workspace_line(tmp_path):
     text = files["net.py"]
     result = run(tmp_path, "net.py", "Net", {"input_shape": [5, 16]})
     assert result["ok"] is True, result
-    by_path = {m["path"]: m for m in result["source_map"]["modules"]}
+    by_path = {path: entries[0] for path, entries in modules_by_path(result).items()}
     # The blocks are deep copies made by the standard library while that line ran (their own
     # submodules were copied, never registered, and take their ancestor's line), and torch code
     # (Sequential.forward) calls their children while `x = blk(x)` is the innermost workspace line.
@@ -194,53 +210,54 @@ def test_transformer_layers_keep_their_fast_path(tmp_path):
     ]
 
 
-def test_recording_hooks_are_gone_after_an_exception(tmp_path):
+def test_definition_hooks_are_gone_after_an_exception(tmp_path):
     from torch.nn.modules import module as nn_module
 
     recorder = SourceRecorder(Workspace(tmp_path))
-    before = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    before = len(nn_module._global_module_registration_hooks), len(nn_module._global_parameter_registration_hooks)
     try:
         with recorder.recording_definitions(lambda: None):
             raise KeyError("boom")
     except KeyError:
         pass
-    model = torch.nn.Linear(2, 2)
-    try:
-        with recorder.recording_calls(model):
-            model(torch.ones(1, 3))
-    except RuntimeError:
-        pass
-    after = len(nn_module._global_module_registration_hooks), len(nn_module._global_forward_pre_hooks)
+    after = len(nn_module._global_module_registration_hooks), len(nn_module._global_parameter_registration_hooks)
     assert after == before
-    assert torch._C._len_torch_dispatch_stack() == 0
 
 
-def test_operators_from_engine_code_are_not_the_models(tmp_path):
-    """The engine pauses its counter (operators still flow outwards) while module formulas run;
-    such operators come from an engine frame and are never put on the model's lines."""
-    import torchscan_lsp.engine as engine
+def test_the_forward_is_hooked_and_dispatched_once(tmp_path):
+    """Attribution observes the engine's pass: inside the model's forward, the global hooks and
+    dispatch modes are the engine's own, as many as under a plain crawl_module."""
+    files = write(tmp_path, {"net.py": """
+        from pathlib import Path
 
-    engine_dir = Path(engine.__file__).resolve().parent
-    namespace: dict = {}
-    # a stand-in for engine code, compiled as if it lived in the engine's folder
-    exec(
-        compile(
-            "import sys\n"
-            "def formula(recorder):\n"
-            "    return recorder.operator_location(sys._getframe())\n"
-            "def __torch_dispatch__(recorder):\n"
-            "    return recorder.operator_location(sys._getframe())\n",
-            str(engine_dir / "formulas" / "stand_in.py"),
-            "exec",
-        ),
-        namespace,
-    )
-    model_file = tmp_path / "net.py"
-    model_file.write_text("def forward(f, recorder):\n    return f(recorder)\n")
-    exec(compile(model_file.read_text(), str(model_file), "exec"), namespace)
-    recorder = SourceRecorder(Workspace(tmp_path))
-    assert namespace["forward"](namespace["formula"], recorder) is None
-    assert namespace["forward"](namespace["__torch_dispatch__"], recorder) == {"file": "net.py", "line": 2}
+        import torch
+        import torch.nn as nn
+        from torch.nn.modules import module as nn_module
+
+
+        class Probe(nn.Module):
+            def forward(self, x):
+                seen = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
+                        torch._C._len_torch_dispatch_stack())
+                with open(Path(__file__).with_name("seen.txt"), "a") as out:
+                    out.write(f"{seen}\\n")
+                return x * 2
+    """})
+    import importlib.util
+
+    from torchscan_lsp import crawl_module
+
+    spec = importlib.util.spec_from_file_location("probe_net", tmp_path / "net.py")
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    crawl_module(plain.Probe(), (3,))
+    result = run(tmp_path, "net.py", "Probe", {"input_shape": [3]})
+    assert result["ok"] is True, result
+    # the plain crawl, then the job: one global pre-hook, one forward hook, one dispatch mode each
+    assert (tmp_path / "seen.txt").read_text().splitlines() == ["(1, 1, 1)", "(1, 1, 1)"]
+    # and the job's operator still reached the source map: the engine told the observer of it
+    (mul,) = [o for o in result["source_map"]["operators"] if o["operator"] == "aten.mul"]
+    assert mul["line"] == line_of(files["net.py"], "return x * 2") and mul["flops"] == 3
 
 
 def test_operators_name_the_innermost_module_call(tmp_path):
@@ -276,7 +293,7 @@ def test_operators_name_the_innermost_module_call(tmp_path):
     by_line: dict[tuple[int, str], set] = {}
     for o in result["source_map"]["operators"]:
         assert o["file"] == "blocks.py"
-        by_line.setdefault((o["line"], o["operator"]), set()).add((o["module"], o["calls"]))
+        by_line.setdefault((o["line"], o["operator"]), set()).add((path_of(result, o["layer"]), o["calls"]))
     residual = line_of(files["blocks.py"], "out + x")
     linear = line_of(files["blocks.py"], "self.fc(x)")
     # the residual ran in each Res's own forward (Sequential's children "0" and "1"), once each;

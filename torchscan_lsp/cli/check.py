@@ -62,6 +62,7 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     from torchscan_lsp.server.diagnostics import build_diagnostics
     from torchscan_lsp.server.inlay_hints import build_inlay_hints
     from torchscan_lsp.server.positions import Lines
+    from torchscan_lsp.contract.messages import is_library
 
     session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb)
     documents, unreadable = session.open_files(files, str(root))
@@ -73,7 +74,8 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
 
     reported = {d.rel: d for d in documents}
     for state in list(session.store.targets.values()):
-        for rel in sorted(state.files - set(reported)):
+        # the workspace's files; a library file the model ran through gets hints where an editor opens it
+        for rel in sorted(name for name in state.files - set(reported) if not is_library(name)):
             path = root / rel
             if path.is_file():
                 reported[rel] = session.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))

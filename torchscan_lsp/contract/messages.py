@@ -24,7 +24,11 @@ __all__ = [
     "Site",
     "ModuleSite",
     "OperatorSite",
+    "LineOutput",
+    "ClassSite",
+    "UncalledSite",
     "SourceMap",
+    "is_library",
     "Result",
     "WarmRequest",
     "WarmEvent",
@@ -80,26 +84,36 @@ class ErrorInfo(TypedDict):
 
 
 class Site(TypedDict):
-    """A workspace-relative file (``/`` separators) and a 1-based line."""
+    """A file and a 1-based line. The file is workspace-relative (``/`` separators), or the absolute
+    path of a *library file*: installed model code that defines a module class of the model (a
+    ``transformers`` modeling file); :func:`is_library` tells them apart."""
 
     file: str
     line: int
 
 
-class ModuleSite(TypedDict):
-    """Where one module call of the report was built and called (``None``: no workspace frame)."""
+def is_library(file: str) -> bool:
+    """Whether a source-map file name is a library file's (absolute) rather than a workspace file's."""
+    return file.startswith("/") or file[1:3] == ":/"
 
-    path: str
-    call_index: int
-    type: str
+
+class ModuleSite(TypedDict):
+    """Where one module call of the report was built and called. ``layer`` is its record's index
+    in ``report["layers"]``; ``defined_at`` / ``called_at`` the innermost workspace lines (``None``:
+    no workspace frame), ``library_defined_at`` / ``library_called_at`` the innermost line of each
+    library file inside them, innermost first."""
+
+    layer: int
     defined_at: Site | None
     called_at: Site | None
+    library_defined_at: list[Site]
+    library_called_at: list[Site]
 
 
 class OperatorSite(TypedDict):
-    """Operators one workspace line dispatched while one module call was the innermost: ``flops``
-    is ``None`` for an operator without a formula, ``ignored`` the reason one needs none, and
-    ``module`` the innermost module call's path (``None`` outside every call)."""
+    """Operators one line dispatched while one layer record was the innermost: ``flops`` is the
+    engine's count (``None`` for an operator without a formula), ``ignored`` the reason one needs
+    none, ``layer`` the innermost record's index (``None`` outside every call)."""
 
     file: str
     line: int
@@ -107,15 +121,48 @@ class OperatorSite(TypedDict):
     calls: int
     flops: int | None
     ignored: str | None
-    module: str | None
+    layer: int | None
+
+
+class LineOutput(TypedDict):
+    """What one line computed in its first execution: ``output``, the value metadata of the last
+    operator it dispatched (``operator``), while record ``layer``'s ``forward`` ran the line."""
+
+    file: str
+    line: int
+    layer: int | None
+    operator: str
+    output: dict[str, Any]
+
+
+class ClassSite(TypedDict):
+    """The ``class`` line of one module class of the model, and the paths of its instances."""
+
+    file: str
+    line: int
+    name: str
+    paths: list[str]
+
+
+class UncalledSite(TypedDict):
+    """Where a container that was never called itself (a ``ModuleList``, a ``ModuleDict``) was
+    built, by its path, as no layer record stands for it; its children's calls have records."""
+
+    path: str
+    type: str
+    defined_at: Site | None
+    library_defined_at: list[Site]
 
 
 class SourceMap(TypedDict):
-    """The worker's attribution of a report to source lines; ``modules`` match report layers by
-    ``(path, call_index)``."""
+    """The worker's attribution of a report to source lines; every entry names the report layer it
+    belongs to by index (docs/architecture.md, "Source map")."""
 
     modules: list[ModuleSite]
     operators: list[OperatorSite]
+    outputs: list[LineOutput]
+    classes: list[ClassSite]
+    uncalled: list[UncalledSite]
 
 
 class Result(TypedDict, total=False):

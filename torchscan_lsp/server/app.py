@@ -87,7 +87,7 @@ class TorchscanServer(LanguageServer):
 
     def states_for(self, document: Document) -> list[TargetState]:
         """Target states that annotate ``document`` (own targets first)."""
-        return self.session.store.states_for_file(document.root, document.rel)
+        return self.session.store.states_for_file(document.root, document.rel, document.path)
 
     def show_message(self, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """Show ``text`` in the editor's message area."""

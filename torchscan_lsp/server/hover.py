@@ -130,18 +130,23 @@ def _rf_text(layer: dict) -> str:
 def module_card(view: ResultView, paths: list[str]) -> str:
     """The hover card of a line that built the modules at ``paths``."""
     layers = [view.by_key[k] for k in view.by_key if k[0] in paths]
-    first = layers[0]
     summary = view.module_summary(paths)
-    title_types = " / ".join(sorted({layer["type"] for layer in layers}))
+    title_types = " / ".join(view.types_of(paths))
     parts = [f"### {title_types}" + (f" ×{len(paths)}" if len(paths) > 1 else "")]
     parts.append("Paths: " + ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
     parts.append(
         f"Parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable, {summary['frozen']:,} frozen, "
         f"{fmt.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
+        + (f"; {summary['shared_elements']:,} parameters shared with "
+           f"{', '.join(f'`{p}`' for p in summary['shared_with'])} (counted there)" if summary.get("shared_elements") else "")
     )
-    inputs = first.get("input", {}).get("args") or []
-    parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
-                 + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+    first = layers[0] if layers else {}  # a container never called itself has no call of its own
+    if layers:
+        inputs = first.get("input", {}).get("args") or []
+        parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
+                     + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+    else:
+        parts.append("Never called itself: the numbers are its children's")
     rows = ["| work | value | status | method |", "| --- | --- | --- | --- |"]
     for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
         rows.append(f"| {name} | {fmt.metric_text(summary[name], unit)} | {summary[name]['status']} | {summary[name]['method']} |")
@@ -217,29 +222,37 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
 
 
 def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None,
-                client: str | None = None) -> str | None:
+                client: str | None = None, path: str | None = None) -> str | None:
     """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``.
 
     ``current`` is the document's lines now: each result's lines are mapped onto them, so a hover
     follows unsaved edits and says nothing on a line that changed. ``None`` takes the lines as
-    analysed. ``client`` is the editor's name (see :func:`untrusted_message`).
+    analysed. ``client`` is the editor's name (see :func:`untrusted_message`). ``path`` is the
+    document's absolute path, by which a result names a library file (:meth:`TargetState.name_for`).
     """
     for state in states:
-        if state.key.file == rel and state.line == line:
+        if state.key.file == state.name_for(rel, path) and state.line == line:
             return target_card(state, client)
     for state in states:
         view = state.view
-        info = state.line_info(rel, line, current)
+        info = state.line_info(state.name_for(rel, path), line, current)
         if info is None:
             continue
         parts = [STALE_NOTE] if state.stale or state.error is not None else []
         if info.defined:
             parts.append(module_card(view, info.defined))
             parts.append(layer_latency_card(state.measurements, info.defined))
+        elif info.instances:
+            parts.append(module_card(view, info.instances))
         if info.called:
             calls = outermost(info.called)
             outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
             parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
+        elif info.output is not None:
+            owner = info.output.get("path")
+            parts.append(f"Output: {labels.shape(info.output.get('output'))}, from `{info.output.get('operator')}`, the last "
+                         "operator this line dispatched in its first run"
+                         + (f" (in the call of `{owner or '(root)'}`)" if owner is not None else ""))
         if info.operators:
             parts.append(operators_card(view, info.operators))
         parts = [part for part in parts if part]
@@ -258,7 +271,8 @@ def register(server: LanguageServer) -> None:
         if document is None:
             return None
         lines = ls.lines(document)
-        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client.name)
+        text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client.name,
+                           document.path)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

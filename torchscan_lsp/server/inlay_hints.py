@@ -21,6 +21,7 @@ from torchscan_lsp.session.results import ResultView, outermost
 from torchscan_lsp.session.settings import InlayHintSettings
 from torchscan_lsp.session.state import TargetState
 
+
 def _tooltip(state: TargetState, text: str) -> types.MarkupContent:
     parts = [STALE_NOTE] if state.stale or state.error is not None else []
     parts.append(text)
@@ -45,6 +46,19 @@ def totals_tooltip(view: ResultView) -> str:
     return "\n".join(rows)
 
 
+def params_text(summary: dict) -> str:
+    """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
+    for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""
+    if not summary.get("shared_elements"):
+        return fmt.params(summary["parameters"])
+    owners = summary["shared_with"]
+    names = ", ".join(owners[:2]) + (" …" if len(owners) > 2 else "")
+    shared = fmt.number(summary["shared_elements"])
+    if summary["parameters"]:
+        return f"{fmt.params(summary['parameters'])} + {shared} shared with {names}"
+    return f"{fmt.params(summary['shared_elements'])} shared with {names}"
+
+
 def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     """Label and tooltip of a definition line that built the modules at ``paths``.
 
@@ -53,14 +67,16 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
     they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
     """
     summary = view.module_summary(paths)
-    label = fmt.SEPARATOR.join([fmt.params(summary["parameters"]), fmt.metric_text(summary["module_flops"], "FLOPs")])
-    types_ = sorted({view.by_key[k]["type"] for k in view.by_key if k[0] in paths})
+    label = fmt.SEPARATOR.join([params_text(summary), fmt.metric_text(summary["module_flops"], "FLOPs")])
+    types_ = view.types_of(paths)
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
         label = f"{count}{fmt.SEPARATOR}{label}"
     shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
+    shared = (f"; {summary['shared_elements']:,} more shared with {', '.join(f'`{p}`' for p in summary['shared_with'])}"
+              if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
-               f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable)\n"
+               f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
                f"- module FLOPs: {fmt.metric_text(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
                f"- MACs: {fmt.metric_text(summary['macs'], 'MACs')} ({summary['macs']['status']})")
     return label, tooltip
@@ -74,12 +90,22 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
 
 
+def output_label(info) -> tuple[str, str]:
+    """Label and tooltip of a line that computed without calling a module: the output of the last
+    operator it dispatched in its first execution (``→ (1, 2, 8, 8)``)."""
+    entry = info.output
+    where = f" in the call of `{entry['path'] or '(root)'}`" if entry.get("path") is not None else ""
+    return (labels.shape_label(entry.get("output")),
+            f"Output of `{entry.get('operator')}`, the last operator this line dispatched in its first run{where}")
+
+
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
-                      first_line: int = 1, last_line: int | None = None) -> list[types.InlayHint]:
-    """Inlay hints for workspace-relative file ``rel`` between 1-based lines (inclusive).
+                      first_line: int = 1, last_line: int | None = None, path: str | None = None) -> list[types.InlayHint]:
+    """Inlay hints for workspace-relative file ``rel`` (absolute ``path``) between 1-based lines (inclusive).
 
     ``states`` are ordered by priority (:meth:`Store.states_for_file`): when several targets
-    annotate the same line with the same kind of hint, the first one's hint is shown.
+    annotate the same line with the same kind of hint, the first one's hint is shown. A state whose
+    model ran through the file as a library file names it by ``path`` (:meth:`TargetState.name_for`).
     """
     last_line = last_line or len(lines.lines)
     taken: set[tuple[int, str]] = set()
@@ -95,20 +121,28 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
         if view is None:
             continue
         stale = state.stale or state.error is not None
-        if settings.totals and state.key.file == rel:
+        name = state.name_for(rel, path)
+        if settings.totals and state.key.file == name:
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
                                                      _tooltip(state, totals_tooltip(view)), stale))
-        for line, info in sorted(state.lines_in(rel, lines.lines).items()):
+        for line, info in sorted(state.lines_in(name, lines.lines).items()):
             # The root module's cost is what the totals hint on the target line already says.
             defined = [p for p in info.defined if p]
             if settings.modules and defined:
                 label, tip = module_label(view, defined)
+                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            own_line = name == state.key.file and line == state.line
+            if settings.modules and info.instances and not own_line:
+                label, tip = module_label(view, info.instances)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
             if settings.shapes and info.called:
                 label, tip = shape_label(view, info.called)
+                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            elif settings.shapes and info.output is not None:
+                label, tip = output_label(info)
                 add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
     return hints
 
@@ -131,6 +165,6 @@ def register(server: LanguageServer) -> None:
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.session.settings.inlayHints))
+                document.rel, ls.lines(document), states, ls.session.settings.inlayHints, path=document.path))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]

@@ -1,9 +1,11 @@
 """A worker result, indexed by source line.
 
-The worker returns the engine report plus a source map (see docs/architecture.md): which
-workspace line defined and which line called each module call, and which operators each line ran.
+The worker returns the engine report plus a source map (see docs/architecture.md): which lines
+defined and which lines called each module call, which operators each line ran, what each line
+computed, and where the model's classes are, every entry naming its report layer by index.
 :class:`ResultView` joins the two once, so that inlay hints, hovers and diagnostics for any line of
-any workspace file are dictionary look-ups.
+any file the model ran through (workspace files by relative path, library files by absolute path)
+are dictionary look-ups.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from torchscan_lsp.contract.messages import is_library
 from torchscan_lsp.contract.report import MODULE_FORMULA_METRICS, in_subtree, subtree_total
 
 Site = tuple[str, int]
-"""A workspace-relative file path (``/`` separators) and a 1-based line number."""
+"""A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
@@ -36,12 +39,18 @@ class LineInfo:
         operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``),
             one per operator (the worker's entries per innermost module summed).
         diagnostics: report diagnostics attributed to this line.
+        output: what the line computed in its first execution, from the operators it dispatched
+            (the source map's ``outputs`` entry: ``output`` metadata, ``operator``, ``layer``, and
+            ``path``, the module whose ``forward`` ran the line), or None.
+        instances: on a ``class`` line, the module paths of the class's instances in the model.
     """
 
     defined: list[str] = field(default_factory=list)
     called: list[LayerKey] = field(default_factory=list)
     operators: list[dict] = field(default_factory=list)
     diagnostics: list[dict] = field(default_factory=list)
+    output: dict | None = None
+    instances: list[str] = field(default_factory=list)
 
 
 class ResultView:
@@ -62,21 +71,23 @@ class ResultView:
         }
         self.lines: dict[Site, LineInfo] = defaultdict(LineInfo)
         self.module_entries: dict[LayerKey, dict] = {}
+        #: type names of the containers that were never called themselves (their children were)
+        self.uncalled_types: dict[str, str] = {}
         self._summaries: dict[tuple[str, ...], dict] = {}
         self._index_source_map(result.get("source_map") or {})
         self._index_diagnostics()
 
     @functools.cached_property
     def files(self) -> frozenset[str]:
-        """Workspace-relative paths of every file this result has something to say about."""
+        """Every file this result has something to say about (workspace-relative, or absolute)."""
         return frozenset(site[0] for site in self.lines) | frozenset(self.result.get("imported_files") or [])
 
     def line(self, file: str, line: int) -> LineInfo | None:
-        """The information for ``file`` (workspace-relative) at 1-based ``line``, or ``None``."""
+        """The information for ``file`` (as :attr:`files` names it) at 1-based ``line``, or ``None``."""
         return self.lines.get((file, line))
 
     def lines_in(self, file: str) -> dict[int, LineInfo]:
-        """All annotated lines of one workspace-relative file, by 1-based line number."""
+        """All annotated lines of one file (as :attr:`files` names it), by 1-based line number."""
         return {line: info for (name, line), info in self.lines.items() if name == file}
 
     def subtree(self, paths: Iterable[str]) -> list[dict]:
@@ -88,10 +99,14 @@ class ResultView:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
 
         Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
-        "module_flops", "macs", "dmas"}``: counts are ints (each tensor counted once, as in the
-        report); work entries are metric objects summed over every call in the subtrees by the
-        contract's one rule (:func:`~torchscan_lsp.contract.report.subtree_total`), so work that
-        ran in a container's own ``forward`` and that no formula counted makes them partial.
+        "shared_elements", "shared_with", "module_flops", "macs", "dmas"}``: counts are ints (each
+        tensor counted once, as in the report); work entries are metric objects summed over every
+        call in the subtrees by the contract's one rule
+        (:func:`~torchscan_lsp.contract.report.subtree_total`), so work that ran in a container's own
+        ``forward`` and that no formula counted makes them partial. ``shared_elements`` are the
+        parameters of these modules that the report counted under other modules (``shared_with``,
+        their paths): a head tied to an embedding has 0 parameters of its own and the embedding's
+        elements shared.
         """
         key = tuple(paths)
         if key in self._summaries:
@@ -105,12 +120,35 @@ class ResultView:
             "frozen": frozen,
             "parameter_bytes": sum(layer.get("parameters", {}).get("bytes", 0) for layer in layers),
             "buffer_elements": sum(layer.get("buffers", {}).get("elements", 0) for layer in layers),
+            **self._shared(layers),
         }
         diagnostics = self.report.get("diagnostics") or []
         for name, unit in MODULE_FORMULA_METRICS.items():
             summary[name] = subtree_total(layers, diagnostics, name, key, unit=unit)
         self._summaries[key] = summary
         return summary
+
+    @staticmethod
+    def _shared(layers: list[dict]) -> dict[str, Any]:
+        """Parameters of ``layers`` counted under modules outside them (each module's first call:
+        a second call of a module shares its tensors with its own first one, which says nothing)."""
+        inside = {layer["path"] for layer in layers}
+        elements, owners, seen = 0, [], set()
+        for layer in layers:
+            stats = layer.get("parameters", {})
+            others = [owner for owner in stats.get("shared_with") or [] if owner not in inside]
+            if layer["path"] in seen or not others or len(others) != len(stats.get("shared_with") or []):
+                continue
+            seen.add(layer["path"])
+            elements += stats.get("shared_elements", 0)
+            owners += [owner for owner in others if owner not in owners]
+        return {"shared_elements": elements, "shared_with": owners}
+
+    def types_of(self, paths: Iterable[str]) -> list[str]:
+        """The distinct type names of the modules at ``paths``, sorted (called or not)."""
+        wanted = set(paths)
+        found = {layer["type"] for (path, _), layer in self.by_key.items() if path in wanted}
+        return sorted(found | {self.uncalled_types[p] for p in wanted if p in self.uncalled_types})
 
     def call_sites(self, paths: Iterable[str]) -> list[Site]:
         """The distinct workspace lines that called the modules at ``paths``, in first-call order."""
@@ -131,18 +169,52 @@ class ResultView:
         """Report diagnostics with no workspace line (shown on the target's own line)."""
         return list(self._unattributed)
 
+    def _layer_key(self, entry: Mapping[str, Any]) -> LayerKey | None:
+        """The report layer a source-map entry names: by its ``layer`` index (or, from a worker
+        that predates the index, by ``path`` and ``call_index``); None for a layer not in the report."""
+        index = entry.get("layer")
+        if isinstance(index, int):
+            if 0 <= index < len(self.layers):
+                layer = self.layers[index]
+                return layer["path"], layer.get("call_index", 0)
+            return None
+        if "path" in entry:
+            return entry["path"], entry.get("call_index", 0)
+        return None
+
     def _index_source_map(self, source_map: Mapping[str, Any]) -> None:
         for entry in source_map.get("modules") or []:
-            key = (entry.get("path", ""), entry.get("call_index", 0))
+            key = self._layer_key(entry)
+            if key is None:
+                continue
             self.module_entries[key] = entry
-            defined = entry.get("defined_at")
-            if defined and defined.get("file") and defined.get("line"):
-                info = self.lines[(defined["file"], int(defined["line"]))]
-                if key[0] not in info.defined:
-                    info.defined.append(key[0])
-            called = entry.get("called_at")
-            if called and called.get("file") and called.get("line") and key in self.by_key:
-                self.lines[(called["file"], int(called["line"]))].called.append(key)
+            for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
+                if defined and defined.get("file") and defined.get("line"):
+                    info = self.lines[(defined["file"], int(defined["line"]))]
+                    if key[0] not in info.defined:
+                        info.defined.append(key[0])
+            if key in self.by_key:
+                for called in [entry.get("called_at"), *(entry.get("library_called_at") or [])]:
+                    if called and called.get("file") and called.get("line"):
+                        self.lines[(called["file"], int(called["line"]))].called.append(key)
+        for entry in source_map.get("uncalled") or []:
+            path = entry.get("path")
+            if not isinstance(path, str):
+                continue
+            self.uncalled_types[path] = str(entry.get("type") or "")
+            for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
+                if defined and defined.get("file") and defined.get("line"):
+                    info = self.lines[(defined["file"], int(defined["line"]))]
+                    # a line that built the children too says it by them (×3), not by their holder
+                    if not any(p.startswith(path + ".") for p in info.defined):
+                        info.defined.append(path)
+        for entry in source_map.get("outputs") or []:
+            if entry.get("file") and entry.get("line") and entry.get("output"):
+                owner = self._layer_key(entry)
+                self.lines[(entry["file"], int(entry["line"]))].output = {**entry, "path": owner[0] if owner else None}
+        for entry in source_map.get("classes") or []:
+            if entry.get("file") and entry.get("line") and entry.get("paths"):
+                self.lines[(entry["file"], int(entry["line"]))].instances = list(entry["paths"])
         # (file, line, operator) -> the line's entry; module path -> the operators that ran while
         # its call was the innermost, with their sites
         merged: dict[tuple[str, int, str], dict] = {}
@@ -151,12 +223,13 @@ class ResultView:
             if not (entry.get("file") and entry.get("line")):
                 continue
             site = (entry["file"], int(entry["line"]))
-            if entry.get("module") is not None:
-                self._ops_by_module[entry["module"]].append((site, entry))
+            layer = self._layer_key(entry) if "layer" in entry else None
+            module = layer[0] if layer is not None else entry.get("module")
+            if module is not None:
+                self._ops_by_module[module].append((site, entry))
             key = (*site, entry.get("operator"))
             if key not in merged:
-                merged[key] = dict(entry)
-                merged[key].pop("module", None)
+                merged[key] = {name: value for name, value in entry.items() if name not in ("module", "layer")}
                 self.lines[site].operators.append(merged[key])
                 continue
             # one line, one operator, several innermost modules (a helper shared by modules)
@@ -216,7 +289,7 @@ class ResultView:
                 sites = self._operator_sites(diagnostic["operator"])
             for site in sites:
                 self.lines[site].diagnostics.append(diagnostic)
-            if not sites:
+            if not any(not is_library(file) for file, _ in sites):  # no workspace line shows it
                 self._unattributed.append(diagnostic)
 
 

@@ -167,6 +167,15 @@ class TargetState:
         analysed = self.line_map(rel, current).to_analysed(line)
         return None if analysed is None else self.view.line(rel, analysed)
 
+    def name_for(self, rel: str, path: str | None = None) -> str:
+        """The name this state's result gives a document: its absolute ``path`` when the result
+        names it so (a library file, such as an installed modeling file), else ``rel``."""
+        if path is not None and self.view is not None:
+            absolute = Path(path).as_posix()
+            if absolute in self.view.files:
+                return absolute
+        return rel
+
     def state_word(self) -> str:
         """One word for status displays: running, failed, stale, untrusted, done or idle."""
         if self.running:
@@ -187,11 +196,15 @@ class Store:
         self.documents: dict[str, Document] = {}
         self.targets: dict[TargetKey, TargetState] = {}
 
-    def states_for_file(self, root: str, rel: str) -> list[TargetState]:
+    def states_for_file(self, root: str, rel: str, path: str | None = None) -> list[TargetState]:
         """Target states with something to say about ``rel``: the file's own targets first,
-        then those of other files whose model touches it, each group ordered by name."""
+        then those of other files whose model touches it, each group ordered by name. With the
+        file's absolute ``path``, also the states of any workspace whose model ran through it as a
+        library file (see :meth:`TargetState.name_for`)."""
+        absolute = Path(path).as_posix() if path is not None else None
         own = [s for s in self.targets.values() if s.key.root == root and s.key.file == rel]
-        others = [s for s in self.targets.values() if s.key.root == root and s.key.file != rel and rel in s.files]
+        others = [s for s in self.targets.values() if (s.key.root, s.key.file) != (root, rel) and (
+            (s.key.root == root and rel in s.files) or (absolute is not None and absolute in s.files))]
         return sorted(own, key=lambda s: s.line) + sorted(others, key=lambda s: (s.key.file, s.key.name))
 
     def states_in(self, root: str, rel: str) -> list[TargetState]:

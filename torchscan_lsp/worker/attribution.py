@@ -1,140 +1,243 @@
-"""Where in the workspace each module was built and called, and which lines dispatched which operators.
+"""Where in the model's code each module was built and called, and which lines dispatched which operators.
 
 This module imports torch and knows nothing of the language server. A :class:`SourceRecorder`
 watches two phases of one job:
 
-* **building** (:meth:`SourceRecorder.recording_definitions`, around the factory call): a global
-  module-registration hook notes, for every module object that gets registered as a child, the
-  innermost workspace frame on the stack — the ``self.conv = nn.Conv2d(...)`` line of the parent's
-  ``__init__``, or the workspace line that made library code build it. The line the factory
-  returned from (read from its finished frame) becomes the root's ``defined_at``.
-* **running** (:meth:`SourceRecorder.recording_calls`, around the engine's single forward pass): a
-  global forward pre-hook notes each module call's ``called_at`` (the innermost workspace frame:
-  the line in the parent's ``forward``), numbered per module object in call order, as the engine
-  numbers its layer records; and a ``TorchDispatchMode``, entered outside the engine's own
-  operator counter, counts per workspace line the operators that reach it, with their FLOPs from
-  PyTorch's formula registry plus :data:`torchscan_lsp.engine.operator_formulas.DEFAULT_FORMULAS`,
-  and with the module whose call was innermost when they ran (a global forward hook closes each
-  call), so that work in a container's own ``forward`` is found on the lines that did it.
+* **building** (:meth:`SourceRecorder.recording_definitions`, around the factory call): see
+  :mod:`torchscan_lsp.worker.definitions`.
+* **running** (the engine's one forward pass): :class:`CallSites` observes the module calls and the
+  operators of that pass. For each module call it notes the call site (the line in the parent's
+  ``forward``); for each operator, the lines that dispatched it, with its FLOPs, by the layer
+  record whose call was innermost; for each line, the output of the last operator it dispatched
+  in its first execution (its shape, shown on lines that call no module).
 
-Only global hooks are used: per-module hooks would change how some modules run (Transformer layers
-leave their fast path when they carry hooks). Every hook is removed in ``finally``. The model is
-never run a second time.
-
-Files are named by workspace-relative path with ``/`` separators. A file is in the workspace when it
-lies under the root and outside virtual environments, site-packages, hidden directories and this
-project's own package, so that the frames of the engine and of installed libraries are never named.
+Sites are the innermost workspace frame and the innermost frame of each library file inside it
+(:mod:`torchscan_lsp.worker.sites`), so that a client that opens the library's modeling file gets
+the same per-line hints as workspace files. The source map names every module call and operator by
+the engine's layer index (its place in ``report["layers"]``), so the editor's join cannot drift.
+The model is never run a second time.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
+import gc
 import sys
 import types
-from collections import defaultdict
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-_PACKAGE_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_ENGINE_DIR = os.path.join(_PACKAGE_DIR, "engine") + os.sep
-# Engine frames that sit between a model's code and the operators it dispatches; any other engine
-# frame on the way means the operator is the engine's own work (a module formula, input generation).
-_ENGINE_PASS_THROUGH = {"__torch_dispatch__", "_higher_order"}
-_EXCLUDED_PARTS = {"site-packages", "dist-packages", "node_modules", "__pycache__"}
+from torchscan_lsp.contract.messages import SourceMap, is_library
+from torchscan_lsp.engine.inputs import tensor_meta
+from torchscan_lsp.engine.observers import PassObserver
+from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
+from torchscan_lsp.worker.sites import CodeFiles, Site, Workspace, as_json
 
-# Metadata queries that some tensor types dispatch to Python; they are not work.
-_METADATA_OPS = {
-    "aten.sym_is_contiguous", "aten.is_contiguous", "aten.is_strides_like_format",
-    "aten.is_non_overlapping_and_dense", "aten.size", "aten.sym_size", "aten.stride",
-    "aten.sym_stride", "aten.storage_offset", "aten.sym_storage_offset", "aten.numel",
-    "aten.sym_numel", "aten.dim", "prim.layout", "prim.device",
-}
+__all__ = ["SourceRecorder", "CallSites", "Workspace"]
 
 
-@functools.lru_cache(maxsize=65536)
-def _realpath(filename: str) -> str:
-    return os.path.realpath(filename)
+def line_value(func: Any, out: Any) -> dict[str, Any] | None:
+    """Metadata of what an operator's output means to the line that called it, or None.
+
+    A tensor is itself. An operator with several returns (``native_layer_norm``'s output, mean
+    and rstd; SDPA's output and log-sum-exp; ``max.dim``'s values and indices) stands for its first
+    one: the Python functions over them return it (or, like ``max``, results of its shape). A
+    list return (``split``, ``unbind``) is the list. Anything else (a number) says nothing.
+    """
+    if isinstance(out, torch.Tensor):
+        return tensor_meta(out)
+    if isinstance(out, list) and out and all(isinstance(item, torch.Tensor) for item in out):
+        return {"kind": "list", "items": [tensor_meta(item) for item in out]}
+    if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+        return tensor_meta(out[0])
+    return None
 
 
-class Workspace:
-    """Decides which files belong to the workspace and names them relative to its root."""
+class CallSites(PassObserver):
+    """Observes the engine's recording pass: call sites, operator sites and line outputs by layer index.
 
-    def __init__(self, root: str | os.PathLike[str]):
-        self.root = os.path.realpath(os.fspath(root))
-        self._cache: dict[str, str | None] = {}
-        excluded = {_PACKAGE_DIR}
-        for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-            real = os.path.realpath(prefix)
-            if real != self.root and real.startswith(self.root + os.sep):
-                excluded.add(real)
-        self._excluded = tuple(excluded)
+    It adds no hook, dispatch mode or FLOP table of its own: the engine tells it of every call and
+    (in full mode) every counted operator with its FLOPs, and its layer indexes are the report's.
 
-    def relative(self, filename: str | None) -> str | None:
-        """The workspace-relative ``/`` path of ``filename``, or None when it is not a workspace file."""
-        if not filename:
-            return None
-        try:
-            return self._cache[filename]
-        except KeyError:
-            pass
-        result = self._relative(filename)
-        self._cache[filename] = result
-        return result
+    Args:
+        files: names model-code files and walks stacks.
+    """
 
-    def _relative(self, filename: str) -> str | None:
-        if filename.startswith("<") or not filename.endswith((".py", ".pyw")):
-            return None
-        real = _realpath(filename)
-        if not real.startswith(self.root + os.sep):
-            return None
-        for excluded in self._excluded:
-            if real == excluded or real.startswith(excluded + os.sep):
-                return None
-        parts = Path(os.path.relpath(real, self.root)).parts
-        for part in parts[:-1]:
-            if part.startswith(".") or part in _EXCLUDED_PARTS:
-                return None
-        return "/".join(parts)
+    def __init__(self, files: CodeFiles):
+        self.files = files
+        #: layer index -> (path, workspace call site, library call sites)
+        self.calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]] = {}
+        #: (site, operator, innermost layer) -> [calls, FLOPs or None]
+        self.operators: dict[tuple[Site, str, int | None], list[Any]] = {}
+        #: site -> [owner layer, operator, output metadata] of the line's first execution
+        self.outputs: dict[Site, list[Any]] = {}
+        # the calls in progress, innermost last: (layer, the sites that made the call, the call's
+        # entry frame, its workspace site, its library sites), and their layers
+        self._active: list[tuple[Any, ...]] = []
+        self._open: set[int] = set()
+        self._names: dict[Any, str] = {}
+
+    # -- the observer interface ------------------------------------------------------------------
+
+    def call_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any) -> None:
+        """A module call began; ``layer`` is its record's index in ``report["layers"]`` (None: a
+        call inside a metric leaf, which opens no record)."""
+        if layer is None:
+            return
+        # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
+        # call ends, and everything outside it is the caller's, suspended: its sites hold for
+        # every operator of the call (operator_ran walks only the frames inside it)
+        entry = self.files.outside_package(sys._getframe(1))
+        workspace, library, _ = self.files.sites(entry)
+        self.calls[layer] = (info.path, workspace, library)
+        made_by = library if workspace is None else (workspace, *library)
+        self._active.append((layer, made_by, entry, workspace, library))
+        self._open.add(layer)
+
+    def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
+                   error: BaseException | None) -> None:
+        """A module call returned or raised."""
+        if layer is not None and self._active and self._active[-1][0] == layer:
+            self._active.pop()
+            self._open.discard(layer)
+
+    def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
+        """The sites of an operator dispatched at ``frame``: the innermost workspace site first
+        (when there is one), then the innermost site of each library file inside it."""
+        call = self._active[-1] if self._active else None
+        workspace, library, stopped = self.files.sites(frame, call[2] if call is not None else None)
+        if stopped:  # the rest of the stack is the call's caller: its sites are known
+            workspace = call[3]  # type: ignore[index]
+            seen = {site[0] for site in library}
+            library = (*library, *(site for site in call[4] if site[0] not in seen))  # type: ignore[index]
+        return library if workspace is None else (workspace, *library)
+
+    def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: int | None,
+                     layer: int | None) -> None:
+        """An operator ran while record ``layer`` was the innermost (``None``: outside every record)."""
+        sites = self._sites(sys._getframe(1))
+        if not sites:
+            return
+        name = self._names.get(func)
+        if name is None:
+            name = self._names[func] = str(getattr(func, "overloadpacket", func))
+        operators, outputs = self.operators, self.outputs
+        for site in sites:
+            key = (site, name, layer)
+            entry = operators.get(key)
+            if entry is None:
+                operators[key] = [1, flops]
+            else:
+                entry[0] += 1
+                entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
+            first = outputs.get(site)
+            if first is None:
+                value = line_value(func, out)
+                if value is not None:
+                    outputs[site] = [self._owner(site), name, value]
+            elif (first[0] is None or first[0] in self._open) and first[0] == self._owner(site):
+                # still the line's first execution (its owner's call has not ended)
+                value = line_value(func, out)
+                if value is not None:
+                    first[1], first[2] = name, value
+
+    def _owner(self, site: Site) -> int | None:
+        """The call whose ``forward`` ran ``site``: the innermost call in progress that ``site``
+        did not make itself (``self.fc(x) + x`` runs ``fc``'s operators inside ``fc``'s call, but
+        the line belongs to the caller's)."""
+        for layer, made_by, *_ in reversed(self._active):
+            if site not in made_by:
+                return layer
+        return None
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def source_map(self, definitions: dict[str, Definition], layers: list[dict[str, Any]] | None,
+                   ignored: dict[str, str], classes: list[dict[str, Any]], types: dict[str, str]) -> SourceMap:
+        """The job's source map (:class:`~torchscan_lsp.contract.messages.SourceMap`).
+
+        Library sites are kept in the files that define a module class of the model (``classes``:
+        the modeling file a go-to-definition opens); the decorators, wrappers and back ends that
+        every call passes through are left out, so the map grows with the model, not with the stack.
+        """
+        kept = {entry["file"] for entry in classes}
+
+        def library(sites: tuple[Site, ...]) -> list[dict[str, Any]]:
+            return [{"file": file, "line": line} for file, line in sites if file in kept]
+
+        def shown(site: Site) -> bool:
+            return site[0] in kept or not is_library(site[0])
+
+        modules = []
+        for layer, (path, called, called_library) in sorted(self.calls.items()):
+            if layers is not None and (layer >= len(layers) or layers[layer].get("path") != path):
+                continue
+            defined, defined_library = definitions.get(path, (None, ()))
+            modules.append({
+                "layer": layer,
+                "defined_at": as_json(defined),
+                "called_at": as_json(called),
+                "library_defined_at": library(defined_library),
+                "library_called_at": library(called_library),
+            })
+        operators = [
+            {"file": site[0], "line": site[1], "operator": name, "calls": calls, "flops": flops,
+             "ignored": ignored.get(name) if flops is None else None, "layer": layer}
+            for (site, name, layer), (calls, flops) in sorted(
+                self.operators.items(), key=lambda item: (*item[0][0], item[0][1], -1 if item[0][2] is None else item[0][2]))
+            if shown(site)
+        ]
+        outputs = [
+            {"file": site[0], "line": site[1], "layer": owner, "operator": name, "output": value}
+            for site, (owner, name, value) in sorted(self.outputs.items()) if shown(site)
+        ]
+        # containers never called themselves (a ModuleList, a ModuleDict) whose children were: their
+        # lines built them too
+        called = {path for path, _, _ in self.calls.values()}
+        ancestors = {path.rsplit(".", depth)[0] for path in called for depth in range(1, path.count(".") + 1)}
+        uncalled = [
+            {"path": path, "type": types[path], "defined_at": as_json(definitions[path][0]),
+             "library_defined_at": library(definitions[path][1])}
+            for path in sorted(ancestors - called) if path in definitions and path in types
+        ]
+        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes,  # type: ignore[typeddict-item]
+                "uncalled": uncalled}
 
 
 class SourceRecorder:
     """Records module definition sites, module call sites and operator sites for one job.
 
     Args:
-        workspace: the :class:`Workspace` whose files may be named.
+        workspace: the :class:`Workspace` whose files are named relative to its root.
         barrier: a frame at which stack walks stop (the runner's own frame), so that whoever called
             the runner is never taken for model code.
+        sources: source texts that differ from the files on disk (an unsaved buffer), by path.
     """
 
-    def __init__(self, workspace: Workspace, barrier: types.FrameType | None = None):
+    def __init__(self, workspace: Workspace, barrier: types.FrameType | None = None,
+                 sources: dict[str, str] | None = None):
         self.workspace = workspace
-        self.barrier = barrier
-        self._defined: dict[int, tuple[torch.nn.Module, dict[str, Any] | None]] = {}
-        self.root_defined_at: dict[str, Any] | None = None
-        self.calls: list[dict[str, Any]] = []
-        self._operators: dict[tuple[str, int, str, str | None], list[Any]] = {}
-        # Paths of the module calls in progress, innermost last.
-        self._active: list[str] = []
-        self._registry: dict[Any, Callable[..., Any]] | None = None
-        self._engine_files: dict[str, bool] = {}
+        self.files = CodeFiles(workspace, barrier)
+        self.definitions = DefinitionRecorder(self.files, sources)
+        self.running: CallSites | None = None
+        self._root: torch.nn.Module | None = None
+
+    @property
+    def root_defined_at(self) -> dict[str, Any] | None:
+        """``{"file", "line"}`` of the line that built the root module (the factory's return)."""
+        return as_json(self.definitions.root_defined_at)
+
+    @root_defined_at.setter
+    def root_defined_at(self, where: dict[str, Any] | None) -> None:
+        self.definitions.root_defined_at = None if where is None else (where["file"], int(where["line"]))
+
+    @property
+    def calls(self) -> dict[int, Any]:
+        """The module calls seen in the running phase, by layer index."""
+        return self.running.calls if self.running is not None else {}
 
     # -- stack walking -------------------------------------------------------------------------
-
-    def location(self, frame: types.FrameType | None) -> dict[str, Any] | None:
-        """``{"file", "line"}`` of the innermost workspace frame from ``frame`` outwards, or None."""
-        relative = self.workspace.relative
-        barrier = self.barrier
-        while frame is not None and frame is not barrier:
-            rel = relative(frame.f_code.co_filename)
-            if rel is not None:
-                return {"file": rel, "line": frame.f_lineno}
-            frame = frame.f_back
-        return None
 
     def location_of_traceback(self, tb: types.TracebackType | None) -> dict[str, Any] | None:
         """The innermost traceback entry that lies in the workspace, as ``{"file", "line"}``."""
@@ -148,249 +251,40 @@ class SourceRecorder:
 
     # -- phase 1: building the model -----------------------------------------------------------
 
-    @contextlib.contextmanager
-    def recording_definitions(self, factory: Callable[..., Any] | None = None) -> Iterator[None]:
-        """Note where modules are registered while the factory runs, and where it returns from.
-
-        The factory's return line is read from its own frame after it returned (a finished frame
-        keeps the line of its last instruction). The frame is found by the first registration hook
-        that fires inside the factory; no profiler or tracer is installed.
-        """
-        code = _code_of(factory)
-        factory_frame: list[types.FrameType] = []
-
-        def find_factory_frame(frame: types.FrameType | None) -> None:
-            while frame is not None and frame is not self.barrier:
-                if frame.f_code is code:
-                    factory_frame.append(frame)
-                    return
-                frame = frame.f_back
-
-        def on_register(parent: torch.nn.Module, name: str, child: Any) -> None:
-            frame = sys._getframe(1)
-            if isinstance(child, torch.nn.Module) and id(child) not in self._defined:
-                self._defined[id(child)] = (child, self.location(frame))
-            if code is not None and not factory_frame:
-                find_factory_frame(frame)
-            return None
-
-        def on_tensor(module: torch.nn.Module, name: str, tensor: Any) -> None:
-            if code is not None and not factory_frame:
-                find_factory_frame(sys._getframe(1))
-            return None
-
-        registration = torch.nn.modules.module
-        handles = [registration.register_module_module_registration_hook(on_register)]
-        for hook_name in (
-            "register_module_parameter_registration_hook",
-            "register_module_buffer_registration_hook",
-        ):
-            register = getattr(registration, hook_name, None)
-            if register is not None and code is not None:
-                handles.append(register(on_tensor))
-        try:
-            yield
-            if factory_frame:
-                frame = factory_frame[0]
-                rel = self.workspace.relative(frame.f_code.co_filename)
-                if rel is not None:
-                    self.root_defined_at = {"file": rel, "line": frame.f_lineno}
-        finally:
-            factory_frame.clear()
-            for handle in handles:
-                handle.remove()
-
-    def defined_at(self, module: torch.nn.Module) -> dict[str, Any] | None:
-        """Where ``module`` was registered into its parent (None when no workspace frame was seen)."""
-        entry = self._defined.get(id(module))
-        return entry[1] if entry is not None and entry[0] is module else None
+    def recording_definitions(self, factory: Callable[..., Any] | None = None) -> contextlib.AbstractContextManager:
+        """Note where modules are registered while the factory runs (see :mod:`.definitions`)."""
+        return self.definitions.recording(factory)
 
     # -- phase 2: the engine's forward pass ----------------------------------------------------
 
-    @contextlib.contextmanager
-    def recording_calls(self, root: torch.nn.Module, operators: bool = True) -> Iterator[None]:
-        """Note every module call's call site, and (when ``operators``) every operator's line."""
-        paths: dict[int, str] = {}
-        defined_by_path: dict[str, dict[str, Any] | None] = {}
-        for path, module in root.named_modules():
-            if id(module) in paths:
-                continue
-            paths[id(module)] = path
-            if module is root:
-                defined_by_path[path] = self.root_defined_at
-            else:
-                # A module that no hook saw registered (a deep copy, say) was made while its
-                # parent was being built: it takes its nearest ancestor's definition line.
-                parent = path.rpartition(".")[0]
-                own = self.defined_at(module)
-                defined_by_path[path] = own if own is not None else defined_by_path.get(parent)
-        counts: dict[int, int] = defaultdict(int)
-        location = self.location
-        active = self._active
+    def observer(self, root: torch.nn.Module) -> CallSites:
+        """The observer to hand to ``crawl_module(root, ..., observers=[...])``."""
+        self._root = root
+        self.running = CallSites(self.files)
+        return self.running
 
-        def on_call(module: torch.nn.Module, args: Any) -> None:
-            path = paths.get(id(module))
-            if path is None:
-                return None
-            index = counts[id(module)]
-            counts[id(module)] = index + 1
-            defined = self.root_defined_at if module is root else defined_by_path.get(path)
-            self.calls.append(
-                {
-                    "path": path,
-                    "call_index": index,
-                    "type": type(module).__name__,
-                    "defined_at": defined,
-                    "called_at": location(sys._getframe(1)),
-                }
-            )
-            active.append(path)
-            return None
-
-        def on_return(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if id(module) in paths and active:
-                active.pop()
-            return None
-
-        hooks = torch.nn.modules.module
-        handles = [
-            hooks.register_module_forward_pre_hook(on_call),
-            # always_call: a forward that raises still ends its call
-            hooks.register_module_forward_hook(on_return, always_call=True),
-        ]
-        mode = _OperatorRecorder(self) if operators else contextlib.nullcontext()
-        try:
-            with mode:
-                yield
-        finally:
-            active.clear()
-            for handle in handles:
-                handle.remove()
-
-    def _flop_registry(self) -> dict[Any, Callable[..., Any]]:
-        if self._registry is None:
-            from torch.utils.flop_counter import flop_registry, shape_wrapper
-
-            try:
-                from torchscan_lsp.engine.operator_formulas import DEFAULT_FORMULAS
-            except ImportError:  # pragma: no cover - the engine always ships it
-                DEFAULT_FORMULAS = {}
-            custom = {
-                k: v if getattr(v, "_get_raw", False) else shape_wrapper(v)
-                for k, v in DEFAULT_FORMULAS.items()
-            }
-            self._registry = {**flop_registry, **custom}
-        return self._registry
-
-    def operator_location(self, frame: types.FrameType | None) -> dict[str, Any] | None:
-        """Like :meth:`location`, but None when engine code (not the model) dispatched the operator.
-
-        The engine's operator counter is paused, not removed, while module formulas run, so their
-        tensor work still reaches this recorder; it is recognised by the engine frame it comes from.
-        """
-        relative = self.workspace.relative
-        barrier = self.barrier
-        engine_files = self._engine_files
-        while frame is not None and frame is not barrier:
-            code = frame.f_code
-            filename = code.co_filename
-            is_engine = engine_files.get(filename)
-            if is_engine is None:
-                is_engine = engine_files[filename] = _realpath(filename).startswith(_ENGINE_DIR)
-            if is_engine:
-                if code.co_name not in _ENGINE_PASS_THROUGH:
-                    return None
-            else:
-                rel = relative(filename)
-                if rel is not None:
-                    return {"file": rel, "line": frame.f_lineno}
-            frame = frame.f_back
-        return None
-
-    def _record_operator(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        packet = getattr(func, "overloadpacket", func)
-        name = str(packet)
-        if name in _METADATA_OPS:
-            return
-        where = self.operator_location(sys._getframe(2))
-        if where is None:
-            return
-        formula = self._flop_registry().get(packet)
-        flops: int | None = None
-        if formula is not None:
-            try:
-                flops = int(formula(*args, **kwargs, out_val=out))
-            except Exception:  # a formula that cannot read these arguments counts as none
-                flops = None
-        key = (where["file"], where["line"], name, self._active[-1] if self._active else None)
-        entry = self._operators.get(key)
-        if entry is None:
-            self._operators[key] = [1, flops]
-        else:
-            entry[0] += 1
-            entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
-
-    # -- results ---------------------------------------------------------------------------------
-
-    def source_map(self, layers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def source_map(self, layers: list[dict[str, Any]] | None = None) -> SourceMap:
         """The job's source map; ``modules`` keeps only calls that match a report layer when given.
 
-        Each ``operators`` entry counts one operator on one line while one module call was the
-        innermost in progress: ``module`` is that module's path (``None`` outside every call).
+        Built with Python's cyclic garbage collector paused, as the engine builds its report: the
+        map is thousands of small dicts without cycles, and the collections their allocation would
+        trigger traverse every object of the process (torch's included).
         """
-        calls = self.calls
-        if layers is not None:
-            keys = {(layer.get("path"), layer.get("call_index")) for layer in layers}
-            calls = [c for c in calls if (c["path"], c["call_index"]) in keys]
-        ignored = _ignored_operators()
-        operators = [
-            {
-                "file": f,
-                "line": line,
-                "operator": op,
-                "calls": calls_,
-                "flops": flops,
-                "ignored": ignored.get(op) if flops is None else None,
-                "module": module,
-            }
-            for (f, line, op, module), (calls_, flops) in sorted(
-                self._operators.items(), key=lambda item: (*item[0][:3], item[0][3] or "")
-            )
-        ]
-        return {"modules": [dict(c) for c in calls], "operators": operators}
-
-
-class _OperatorRecorder(TorchDispatchMode):
-    """Counts the operators that reach it by the innermost workspace line that dispatched them."""
-
-    def __init__(self, recorder: SourceRecorder):
-        super().__init__()
-        self.recorder = recorder
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if not isinstance(func, torch._ops.HigherOrderOperator):
-            self.recorder._record_operator(func, args, kwargs, out)
-        return out
+        if self.running is None or self._root is None:
+            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": []}
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            types = {path: type(module).__name__ for path, module in self._root.named_modules()}
+            return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
+                                           self.definitions.classes(self._root), types)
+        finally:
+            if collecting:
+                gc.enable()
 
 
 def _ignored_operators() -> dict[str, str]:
     """The engine's operators without FLOPs by definition (views, copies, creation), with reasons."""
-    try:
-        from torchscan_lsp.engine.operators import IGNORED_OPERATORS
-    except ImportError:  # pragma: no cover - the engine always has it
-        return {}
+    from torchscan_lsp.engine.operators import IGNORED_OPERATORS
+
     return IGNORED_OPERATORS
-
-
-def _code_of(factory: Callable[..., Any] | None) -> types.CodeType | None:
-    if factory is None or isinstance(factory, type):
-        return None
-    import inspect
-
-    try:
-        unwrapped = inspect.unwrap(factory)
-    except ValueError:
-        return None
-    return getattr(unwrapped, "__code__", None)

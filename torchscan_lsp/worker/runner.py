@@ -14,9 +14,9 @@ Steps, each with its own error kind:
    else is a ``result`` error.
 3. ``options``: the options become ``crawl_module`` arguments (dtype names become ``torch.dtype``s,
    an ``input_shape`` gives generated inputs, ``device`` moves the model and any provided inputs).
-4. ``forward``: ``torchscan_lsp.crawl_module`` runs the model once while
-   :class:`~torchscan_lsp.worker.attribution.SourceRecorder` notes where each module was built and
-   called and which lines dispatched which operators. Under ``strict=True`` an analysis that is
+4. ``forward``: ``torchscan_lsp.crawl_module`` runs the model once, observed by
+   :class:`~torchscan_lsp.worker.attribution.SourceRecorder` (where each module was built and called,
+   which lines dispatched which operators, what each line computed). Under ``strict=True`` an analysis that is
    not complete is a ``strict`` error listing what was not counted.
 5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``) run
    after the analysis, each failing on its own without failing the job; a target with ``train`` or
@@ -123,7 +123,8 @@ class _Job:
         source = self._source()
         self._find_target(source)
         options = job_options(dict(self.job.get("options") or {}), blame)
-        blame.recorder = SourceRecorder(blame.workspace, barrier=self.barrier)
+        # the text that runs is the one lines are read from (an unsaved buffer differs from the disk)
+        blame.recorder = SourceRecorder(blame.workspace, barrier=self.barrier, sources={str(self.file): source})
 
         module = self._import(scope, source)
         factory = self._lookup(module)
@@ -231,15 +232,14 @@ class _Job:
         except ImportError as error:
             raise JobError("crash", f"the analysis engine is not available: {error}",
                            type_name=type(error).__name__) from None
-        structure = crawl_kwargs.get("mode") == "structure"
-        calls_before = len(recorder.calls)
+        # attribution observes the engine's one recording pass: nothing else hooks or dispatches
+        observer = recorder.observer(model)
         try:
-            with recorder.recording_calls(model, operators=not structure):
-                return crawl_module(model, **crawl_kwargs)
+            return crawl_module(model, **crawl_kwargs, observers=[observer])
         except BaseException as error:  # noqa: BLE001
             if isinstance(error, KeyboardInterrupt):
                 raise
-            started = len(recorder.calls) > calls_before
+            started = bool(recorder.calls)
             partial_report = getattr(error, "report", None)
             if isinstance(error, IncompleteAnalysisError):
                 job_error = blame.error_from("strict", error)

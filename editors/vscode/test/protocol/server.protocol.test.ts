@@ -48,8 +48,9 @@ const MODEL = [
   '    return Net()',
   '',
 ].join('\n');
-// 0-based lines: the target's `def`, where the Conv2d is built, where it is called.
+// 0-based lines: the target's `def`, the model's class, where the Conv2d is built, where it is called.
 const TARGET_LINE = 13;
+const CLASS_LINE = 3;
 const MODULE_LINE = 6;
 const CALL_LINE = 9;
 const BROKEN = ['import torch.nn as nn', '', '', '# torchscan: input_shape=(4, 32, 32)', 'def broken():', '    return nn.Conv2d(3, 8, 3)', ''].join('\n');
@@ -199,8 +200,10 @@ describe('the server as VS Code sees it', () => {
     const macs = formatCount(COST.macs, 'MACs');
     expect(byLine.get(TARGET_LINE)).toBe(`${params} · ${macs} · ${flops}`);
     expect(byLine.get(MODULE_LINE)).toBe(`${params} · ${flops}`);
+    // the model's one Net instance holds only the convolution: its class line says the same
+    expect(byLine.get(CLASS_LINE)).toBe(`${params} · ${flops}`);
     expect(byLine.get(CALL_LINE)).toBe(`→ (1, ${COST.outputShape.join(', ')})`);
-    expect(hints).toHaveLength(3);
+    expect(hints).toHaveLength(4);
   });
 
   test('the hover on the module line shows its parameters and work', async () => {

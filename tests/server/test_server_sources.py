@@ -1,0 +1,176 @@
+"""Hints on every line that builds or computes, and in a library's own modeling file, through the
+real server (pytest-lsp as a Neovim 0.11 client, trusted workspace). Expected labels are derived by
+hand below from the models' code."""
+
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+import lsp_support as lsp
+from lsp_support import analysed, hints, labels_by_line, line_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CACHE = Path(tempfile.gettempdir()) / "torchscan-lsp-test-cache"
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"],
+                            server_env={**os.environ, "XDG_CACHE_HOME": str(CACHE)})
+
+MODELS = {
+    "layers.py": '''
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def forward(self, x):
+                B, T, C = x.shape
+                q = x.view(B, T, 4, C // 4).transpose(1, 2)
+                att = q @ q.transpose(-2, -1)
+                return (att.softmax(dim=-1) @ q).transpose(1, 2).reshape(B, T, C)
+
+
+        # torchscan: input_shape=(5, 32)
+        def build_stack():
+            return nn.Sequential(
+                nn.Linear(32, 32),
+                nn.ReLU(),
+                Attention(),
+                nn.Linear(32, 8,
+                          bias=False),
+            )
+    ''',
+    "tied.py": '''
+        import torch
+        import torch.nn as nn
+
+
+        class Tied(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(50, 8)
+                self.head = nn.Linear(8, 50, bias=False)
+                self.head.weight = self.emb.weight
+
+            def forward(self, ids):
+                return self.head(self.emb(ids))
+
+
+        # torchscan: device="cpu"
+        def build_tied():
+            return Tied(), (torch.zeros(1, 4, dtype=torch.long),)
+    ''',
+    "mistral.py": '''
+        import torch
+        from transformers import MistralConfig, MistralForCausalLM
+
+
+        # torchscan: device="cpu"
+        def build_mistral():
+            config = MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+            torch.manual_seed(0)
+            model = MistralForCausalLM(config)
+            return model, (), {"input_ids": torch.zeros(1, 8, dtype=torch.long)}
+    ''',
+}
+
+
+@pytest_lsp.fixture(scope="module", config=SERVER)
+async def client(lsp_client: LanguageClient, request):
+    root = request.getfixturevalue("tmp_path_factory").mktemp("ws")
+    for name, source in MODELS.items():
+        lsp.write(root, name, source)
+    lsp_client.root = root
+    lsp_client.status = lsp.attach(lsp_client)
+    lsp_client.set_configuration({"maxWorkers": 2}, section="torchscan")
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("neovim@v0.11"),
+        root_uri=root.as_uri(), workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+        initialization_options={"trusted": True}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def _hover(client, uri: str, line: int) -> types.Hover | None:
+    return await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line - 1, character=8)))
+
+
+async def test_each_child_of_a_multi_line_sequential_and_the_attention_line(client):
+    path = client.root / "layers.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # input (1, 5, 32). Linear(32, 32): 32·32 + 32 = 1,056 params; FLOPs per row 32·(2·32 − 1) + 32
+    #   = 2,048, over 5 rows = 10,240 → "10.2 kFLOPs". ReLU: 0 params, 5·32 = 160 FLOPs.
+    # Linear(32, 8, bias=False): 256 params; 5 rows · 8 · (2·32 − 1) = 2,520 → "2.52 kFLOPs".
+    assert by_line[line_of(path, "nn.Linear(32, 32)")] == ["1.06k params · 10.2 kFLOPs"]
+    assert by_line[line_of(path, "nn.ReLU()")] == ["0 params · 160 FLOPs"]
+    assert by_line[line_of(path, "nn.Linear(32, 8,")] == ["256 params · 2.52 kFLOPs"]
+    # no module formula sees the work in Attention's own forward: a lower bound, never a plain 0
+    assert by_line[line_of(path, "Attention(),")] == ["0 params · ≥ 0 FLOPs"]
+    # B = 1, T = 5, H = 4, D = 32 / 4 = 8: q (1, 4, 5, 8) @ qᵀ (1, 4, 8, 5) = (B, H, T, T) = (1, 4, 5, 5)
+    assert by_line[line_of(path, "att = q @ q")] == ["→ (1, 4, 5, 5)"]
+    assert by_line[line_of(path, "q = x.view")] == ["→ (1, 4, 5, 8)"]
+    # back to (B, T, C) = (1, 5, 32)
+    assert by_line[line_of(path, "return (att.softmax")] == ["→ (1, 5, 32)"]
+    # the class line: its one instance, "2" in the Sequential
+    assert by_line[line_of(path, "class Attention")] == ["0 params · ≥ 0 FLOPs"]
+
+    hover = await _hover(client, uri, line_of(path, "nn.ReLU()"))
+    assert "### ReLU" in hover.contents.value and "Paths: `1`" in hover.contents.value
+    hover = await _hover(client, uri, line_of(path, "att = q @ q"))
+    assert "Output: (1, 4, 5, 5), from `aten._unsafe_view`" in hover.contents.value
+
+
+async def test_a_head_tied_to_the_embedding_says_it_shares(client):
+    path = client.root / "tied.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # Embedding(50, 8): 50·8 = 400 parameters. The head's weight is the embedding's (one tensor,
+    # counted once, under emb): the head owns nothing and shares those 400. Its matmul still runs:
+    # ids (1, 4) → (1, 4, 8) → 4 rows · 50 · (2·8 − 1) = 3,000 FLOPs.
+    assert by_line[line_of(path, "self.emb =")] == ["400 params · 0 FLOPs"]
+    assert by_line[line_of(path, "self.head =")] == ["400 params shared with emb · 3.00 kFLOPs"]
+    hover = await _hover(client, uri, line_of(path, "self.head ="))
+    assert "400 parameters shared with `emb` (counted there)" in hover.contents.value
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed "
+                    "(the examples extra)")
+async def test_the_library_modeling_file_gets_hints_and_hovers(client):
+    await analysed(client, client.status, client.root / "mistral.py")
+    import transformers.models.mistral.modeling_mistral as modeling
+
+    library = Path(modeling.__file__).resolve()
+    assert not library.is_relative_to(client.root)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=from_fs_path(str(library)), language_id="python", version=1, text=library.read_text(encoding="utf-8"))))
+    uri = from_fs_path(str(library))
+    by_line = labels_by_line(await hints(client, uri, lines=2000))
+    # head_dim = 32 / 4 = 8; q_proj = Linear(32, 4·8 = 32, bias=False) in each of the 2 layers:
+    #   2 · 32·32 = 2,048 params; on (1, 8, 32): 8 rows · 32 · (2·32 − 1) = 16,128 FLOPs a call,
+    #   2 calls = 32,256 → "32.3 kFLOPs". k_proj = Linear(32, 2·8 = 16): 2 · 512 = 1,024 params,
+    #   2 · 8·16·63 = 16,128 FLOPs.
+    assert by_line[line_of(library, "self.q_proj = nn.Linear")] == ["×2 · 2.05k params · 32.3 kFLOPs"]
+    assert by_line[line_of(library, "self.k_proj = nn.Linear")] == ["×2 · 1.02k params · 16.1 kFLOPs"]
+    # the call line of q_proj shows its output: (1, 8, 32)
+    assert by_line[line_of(library, "query_states = self.q_proj(")] == ["→ (1, 8, 32)"]
+    # the residual add after the attention, a line that calls no module: (B, T, hidden) = (1, 8, 32)
+    assert by_line[line_of(library, "hidden_states = residual + hidden_states")] == ["→ (1, 8, 32)"]
+    # the class line of the attention sums its 2 instances: q, k, v, o = 1,024 + 512 + 512 + 1,024
+    #   = 3,072 params each, 6,144 → "6.14k params"
+    (attention,) = by_line[line_of(library, "class MistralAttention")]
+    assert attention.startswith("×2 · 6.14k params · ")
+
+    hover = await _hover(client, uri, line_of(library, "self.q_proj = nn.Linear"))
+    text = hover.contents.value
+    assert "### Linear ×2" in text
+    assert "`model.layers.0.self_attn.q_proj`, `model.layers.1.self_attn.q_proj`" in text

@@ -1,0 +1,246 @@
+"""Where each module of a model was built, noted while the target's factory runs.
+
+A global module-registration hook fires whenever a module is registered as a child. For each such
+child, :class:`DefinitionRecorder` notes the innermost frame of each model-code file on the stack
+(:meth:`~torchscan_lsp.worker.sites.CodeFiles.frames`): the ``self.conv = nn.Conv2d(...)`` line of
+the parent's ``__init__``, the library's own ``self.q_proj = nn.Linear(...)`` line, or the workspace
+line that made library code build it. Only registrations are watched: no profiler or tracer runs.
+
+**Children of a multi-line container constructor.** ``nn.Sequential(``, ``nn.ModuleList([``
+and ``nn.ModuleDict({`` register all their children while one call runs, so the frame's line is the
+call's first line for every child. When the frame is calling the container's own ``__init__``
+(checked against the container's class hierarchy, so that a call into some other function is never
+mistaken for it), the frame's current instruction gives the span of the call
+(``code.co_positions()`` at ``frame.f_lasti``), and :class:`~torchscan_lsp.targets.source_lines.
+SourceLines` maps the child's name to the line of the argument or element that built it.
+
+**Class lines.** :meth:`DefinitionRecorder.classes` finds, for every module class of the model
+defined in model code, its ``class`` line and the paths of its instances.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import inspect
+import sys
+import types
+from typing import Any, Callable, Iterator
+
+import torch
+
+from torchscan_lsp.targets.source_lines import MODULE_DICT, MODULE_LIST, SEQUENTIAL, SourceLines
+from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site
+
+__all__ = ["DefinitionRecorder", "Definition"]
+
+_CONTAINERS = ((torch.nn.Sequential, SEQUENTIAL), (torch.nn.ModuleList, MODULE_LIST), (torch.nn.ModuleDict, MODULE_DICT))
+
+Definition = tuple["Site | None", tuple[Site, ...]]
+"""Where a module was built: the innermost workspace site (or None) and the library sites inside it."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _positions(code: types.CodeType) -> tuple[tuple[Any, ...], ...]:
+    return tuple(code.co_positions())
+
+
+@functools.lru_cache(maxsize=256)
+def _init_codes(cls: type) -> frozenset[types.CodeType]:
+    """The code objects of the ``__init__`` methods of ``cls`` and its bases."""
+    codes = set()
+    for base in cls.__mro__:
+        init = base.__dict__.get("__init__")
+        code = getattr(init, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return frozenset(codes)
+
+
+def _container_kind(module: torch.nn.Module) -> str | None:
+    for cls, kind in _CONTAINERS:
+        if isinstance(module, cls):
+            return kind
+    return None
+
+
+class DefinitionRecorder:
+    """Records where modules are built (phase one of a job's source attribution).
+
+    Args:
+        files: names model-code files and walks stacks (with the job's barrier).
+        sources: source texts that differ from the files on disk (an unsaved buffer), by the
+            absolute path the module was compiled under.
+    """
+
+    def __init__(self, files: CodeFiles, sources: dict[str, str] | None = None):
+        self.files = files
+        self.sources = dict(sources or {})
+        self.root_defined_at: Site | None = None
+        self._defined: dict[int, tuple[torch.nn.Module, Definition]] = {}
+        self._lines: dict[str, SourceLines] = {}
+
+    # -- source text -----------------------------------------------------------------------------
+
+    def source_lines(self, filename: str) -> SourceLines:
+        """The parsed source of ``filename`` (the job's own text for the target file)."""
+        found = self._lines.get(filename)
+        if found is None:
+            text = self.sources.get(filename)
+            if text is None:
+                try:
+                    with open(filename, "rb") as handle:
+                        text = importlib.util.decode_source(handle.read())
+                except (OSError, SyntaxError, UnicodeDecodeError):
+                    text = ""
+            found = self._lines[filename] = SourceLines(text)
+        return found
+
+    # -- the factory's run -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def recording(self, factory: Callable[..., Any] | None = None) -> Iterator[None]:
+        """Note where modules are registered while the factory runs, and where it returns from.
+
+        The factory's return line is read from its own frame after it returned (a finished frame
+        keeps the line of its last instruction). The frame is found by the first registration hook
+        that fires inside the factory.
+        """
+        code = _code_of(factory)
+        factory_frame: list[types.FrameType] = []
+        barrier = self.files.barrier
+
+        def find_factory_frame(frame: types.FrameType | None) -> None:
+            while frame is not None and frame is not barrier:
+                if frame.f_code is code:
+                    factory_frame.append(frame)
+                    return
+                frame = frame.f_back
+
+        def on_register(parent: torch.nn.Module, name: str, child: Any) -> None:
+            frame = sys._getframe(1)
+            if isinstance(child, torch.nn.Module) and id(child) not in self._defined:
+                self._defined[id(child)] = (child, self._definition(frame, parent, name))
+            if code is not None and not factory_frame:
+                find_factory_frame(frame)
+            return None
+
+        def on_tensor(module: torch.nn.Module, name: str, tensor: Any) -> None:
+            if code is not None and not factory_frame:
+                find_factory_frame(sys._getframe(1))
+            return None
+
+        registration = torch.nn.modules.module
+        handles = [registration.register_module_module_registration_hook(on_register)]
+        for hook_name in ("register_module_parameter_registration_hook", "register_module_buffer_registration_hook"):
+            register = getattr(registration, hook_name, None)
+            if register is not None and code is not None:
+                handles.append(register(on_tensor))
+        try:
+            yield
+            if factory_frame:
+                frame = factory_frame[0]
+                rel = self.files.workspace.relative(frame.f_code.co_filename)
+                if rel is not None:
+                    self.root_defined_at = (rel, frame.f_lineno)
+        finally:
+            factory_frame.clear()
+            for handle in handles:
+                handle.remove()
+
+    def _definition(self, frame: types.FrameType, parent: torch.nn.Module, name: str) -> Definition:
+        kind = _container_kind(parent)
+        workspace: Site | None = None
+        library: list[Site] = []
+        for found, file, site_frame, callee in self.files.frames(frame):
+            line = site_frame.f_lineno
+            if kind is not None and callee is not None and callee.f_code in _init_codes(type(parent)):
+                line = self._child_line(site_frame, kind, name) or line
+            if found == WORKSPACE:
+                workspace = (file, line)
+            else:
+                library.append((file, line))
+        return workspace, tuple(library)
+
+    def _child_line(self, frame: types.FrameType, kind: str, name: str) -> int | None:
+        code = frame.f_code
+        positions = _positions(code)
+        index = frame.f_lasti // 2
+        if not 0 <= index < len(positions):
+            return None
+        first, last, column, end_column = positions[index]
+        if first is None or last is None or column is None or end_column is None:
+            return None
+        if first == last:  # a call on one line built every child on it
+            return first
+        return self.source_lines(code.co_filename).child_line((first, column), (last, end_column), kind, name)
+
+    def defined(self, module: torch.nn.Module) -> Definition | None:
+        """Where ``module`` was registered into its parent (None when no hook saw it)."""
+        entry = self._defined.get(id(module))
+        return entry[1] if entry is not None and entry[0] is module else None
+
+    def definitions(self, root: torch.nn.Module) -> dict[str, Definition]:
+        """Where each module of ``root`` was built, by path (shared modules under their first).
+
+        The root's own definition is the factory's return line. A module that no hook saw
+        registered (a deep copy, say) was made while its parent was being built: it takes its
+        nearest ancestor's definition.
+        """
+        found: dict[str, Definition] = {}
+        seen: set[int] = set()
+        for path, module in root.named_modules():
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            if module is root:
+                found[path] = (self.root_defined_at, ())
+                continue
+            own = self.defined(module)
+            found[path] = own if own is not None else found.get(path.rpartition(".")[0], (None, ()))
+        return found
+
+    # -- class lines -----------------------------------------------------------------------------
+
+    def classes(self, root: torch.nn.Module) -> list[dict[str, Any]]:
+        """``{"file", "line", "name", "paths"}`` of each module class of ``root`` defined in model
+        code: its ``class`` line and the paths of its instances, in module order."""
+        by_class: dict[type, list[str]] = {}
+        seen: set[int] = set()
+        for path, module in root.named_modules():
+            if id(module) not in seen:
+                seen.add(id(module))
+                by_class.setdefault(type(module), []).append(path)
+        found = []
+        for cls, paths in by_class.items():
+            where = self._class_site(cls)
+            if where is not None:
+                found.append({"file": where[0], "line": where[1], "name": cls.__qualname__, "paths": paths})
+        return found
+
+    def _class_site(self, cls: type) -> Site | None:
+        try:
+            filename = inspect.getsourcefile(cls) or inspect.getfile(cls)
+        except (TypeError, OSError):
+            return None
+        name = self.files.name(filename)
+        if name is None:
+            return None
+        # a line of the class's own body (its first method): the class line is found above it
+        # without parsing the file
+        lines = [code.co_firstlineno for value in vars(cls).values()
+                 if (code := getattr(getattr(value, "__func__", value), "__code__", None)) is not None
+                 and code.co_filename == filename]
+        line = self.source_lines(filename).class_line(cls.__qualname__, min(lines) if lines else None)
+        return None if line is None else (name, line)
+
+
+def _code_of(factory: Callable[..., Any] | None) -> types.CodeType | None:
+    if factory is None or isinstance(factory, type):
+        return None
+    try:
+        unwrapped = inspect.unwrap(factory)
+    except ValueError:
+        return None
+    return getattr(unwrapped, "__code__", None)

@@ -1,0 +1,197 @@
+"""Which files are model code, how they are named, and where on the stack model code is running.
+
+A *site* is a file name and a 1-based line. Two kinds of file are *model code*:
+
+* **workspace files** (:class:`Workspace`): under the workspace root, outside virtual environments,
+  ``site-packages``, hidden folders and this project's package; named by their workspace-relative
+  path with ``/`` separators, as every path in a result is;
+* **library files**: any other Python source file outside PyTorch, this project's package and the
+  standard library, such as an installed ``transformers/models/mistral/modeling_mistral.py``; named
+  by their absolute real path. Only the paths of installed model code are named this way, never
+  data, values or file contents.
+
+:meth:`CodeFiles.sites` walks a stack from its innermost frame outwards and returns the innermost
+frame of each model-code file it passes, up to and including the innermost workspace frame (the
+frames of whoever called the workspace code are not the model's). The first workspace site is what
+the editor shows on workspace lines; library sites let a client that opens the library's file get
+hints there too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import sysconfig
+import types
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+__all__ = ["Workspace", "CodeFiles", "Site", "WORKSPACE", "LIBRARY", "PACKAGE_DIR", "ENGINE_DIR"]
+
+Site = tuple[str, int]
+"""A file name (workspace-relative, or absolute for a library file) and a 1-based line."""
+
+WORKSPACE = 1
+LIBRARY = 2
+"""The kinds of model-code file (:meth:`CodeFiles.kind`); other files are 0."""
+
+PACKAGE_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENGINE_DIR = os.path.join(PACKAGE_DIR, "engine") + os.sep
+_TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__))
+_EXCLUDED_PARTS = {"site-packages", "dist-packages", "node_modules", "__pycache__"}
+_INSTALLED_PARTS = {"site-packages", "dist-packages"}
+
+
+@functools.lru_cache(maxsize=65536)
+def _realpath(filename: str) -> str:
+    return os.path.realpath(filename)
+
+
+def _under(real: str, folder: str) -> bool:
+    return real == folder or real.startswith(folder + os.sep)
+
+
+class Workspace:
+    """Decides which files belong to the workspace and names them relative to its root."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = os.path.realpath(os.fspath(root))
+        self._cache: dict[str, str | None] = {}
+        excluded = {PACKAGE_DIR}
+        for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+            real = os.path.realpath(prefix)
+            if real != self.root and real.startswith(self.root + os.sep):
+                excluded.add(real)
+        self._excluded = tuple(excluded)
+
+    def relative(self, filename: str | None) -> str | None:
+        """The workspace-relative ``/`` path of ``filename``, or None when it is not a workspace file."""
+        if not filename:
+            return None
+        try:
+            return self._cache[filename]
+        except KeyError:
+            pass
+        result = self._relative(filename)
+        self._cache[filename] = result
+        return result
+
+    def _relative(self, filename: str) -> str | None:
+        if filename.startswith("<") or not filename.endswith((".py", ".pyw")):
+            return None
+        real = _realpath(filename)
+        if not real.startswith(self.root + os.sep):
+            return None
+        for excluded in self._excluded:
+            if _under(real, excluded):
+                return None
+        parts = Path(os.path.relpath(real, self.root)).parts
+        for part in parts[:-1]:
+            if part.startswith(".") or part in _EXCLUDED_PARTS:
+                return None
+        return "/".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def _standard_library() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths[name]) for name in ("stdlib", "platstdlib") if paths.get(name)})
+
+
+class CodeFiles:
+    """Names model-code files (workspace-relative or absolute) and finds model code on a stack.
+
+    Args:
+        workspace: the :class:`Workspace` whose files are named relative to its root.
+        barrier: a frame at which stack walks stop (the runner's own frame), so that whoever called
+            the runner is never taken for model code.
+    """
+
+    def __init__(self, workspace: Workspace, barrier: types.FrameType | None = None):
+        self.workspace = workspace
+        self.barrier = barrier
+        self._stdlib = _standard_library()
+        self._files: dict[str, tuple[int, str | None]] = {}
+        self._ours: dict[str, bool] = {}
+
+    def kind(self, filename: str) -> tuple[int, str | None]:
+        """``(WORKSPACE, relative path)``, ``(LIBRARY, absolute path)`` or ``(0, None)``."""
+        found = self._files.get(filename)
+        if found is None:
+            found = self._files[filename] = self._classify(filename)
+        return found
+
+    def _classify(self, filename: str) -> tuple[int, str | None]:
+        rel = self.workspace.relative(filename)
+        if rel is not None:
+            return WORKSPACE, rel
+        if filename.startswith("<") or not filename.endswith((".py", ".pyw")):
+            return 0, None
+        real = _realpath(filename)
+        if _under(real, _TORCH_DIR) or _under(real, PACKAGE_DIR):
+            return 0, None
+        installed = any(part in _INSTALLED_PARTS for part in Path(real).parts)
+        if not installed and any(_under(real, folder) for folder in self._stdlib):
+            return 0, None
+        return LIBRARY, Path(real).as_posix()
+
+    def name(self, filename: str) -> str | None:
+        """The name of ``filename`` in a result when it is model code, else None."""
+        return self.kind(filename)[1]
+
+    def frames(self, frame: types.FrameType | None) -> Iterator[tuple[int, str, types.FrameType, types.FrameType | None]]:
+        """``(kind, name, frame, callee)`` of the innermost frame of each model-code file, from
+        ``frame`` outwards, ending with the innermost workspace frame; ``callee`` is the frame that
+        frame was calling (None for ``frame`` itself)."""
+        barrier, kind, seen = self.barrier, self.kind, set()
+        callee = None
+        while frame is not None and frame is not barrier:
+            found, name = kind(frame.f_code.co_filename)
+            if found and name not in seen:
+                seen.add(name)
+                yield found, name, frame, callee  # type: ignore[misc]
+                if found == WORKSPACE:
+                    return
+            callee, frame = frame, frame.f_back
+
+    def sites(self, frame: types.FrameType | None, stop: types.FrameType | None = None
+              ) -> tuple[Site | None, tuple[Site, ...], bool]:
+        """The innermost workspace site from ``frame`` outwards (or None), the library sites inside
+        it, innermost first (see :meth:`frames`), and whether the walk ended at ``stop`` (a frame
+        whose own sites the caller knows) before finding a workspace frame."""
+        barrier, known, kind = self.barrier, self._files, self.kind
+        library: list[Site] = []
+        while frame is not None and frame is not barrier:
+            if frame is stop:
+                return None, tuple(library), True
+            filename = frame.f_code.co_filename
+            # the hot path of every operator: the known files' look-up without a method call
+            found, name = known.get(filename) or kind(filename)
+            if found == WORKSPACE:
+                return (name, frame.f_lineno), tuple(library), False  # type: ignore[return-value]
+            if found and all(site[0] != name for site in library):
+                library.append((name, frame.f_lineno))  # type: ignore[arg-type]
+            frame = frame.f_back
+        return None, tuple(library), False
+
+    def outside_package(self, frame: types.FrameType | None) -> types.FrameType | None:
+        """The first frame from ``frame`` outwards that is not this project's (the engine's hooks
+        and dispatch mode call observers from inside: the frame outside them is PyTorch's)."""
+        ours = self._ours
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            inside = ours.get(filename)
+            if inside is None:
+                inside = ours[filename] = _under(_realpath(filename), PACKAGE_DIR)
+            if not inside:
+                break
+            frame = frame.f_back
+        return frame
+
+
+def as_json(site: Site | None) -> dict | None:
+    """``{"file", "line"}`` of a site, or None."""
+    return None if site is None else {"file": site[0], "line": site[1]}
