@@ -35,6 +35,8 @@ __all__ = [
     "WarmEvent",
     "analysis_job",
     "render_job",
+    "RENDER_ATTACHMENTS",
+    "render_attachments",
     "failure",
 ]
 
@@ -242,6 +244,17 @@ def analysis_job(
         "source_text": source_text,
         "measure": list(dict.fromkeys(measure)),
     }
+
+
+#: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
+RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training"}
+
+
+def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``render_report`` keyword arguments for the measurements (by kind) that can be attached
+    and did not fail."""
+    return {keyword: measurements[kind] for kind, keyword in RENDER_ATTACHMENTS.items()
+            if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
 
 
 def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:

@@ -6,7 +6,9 @@
 - a warning on each line whose module or operator work was not counted;
 - an information diagnostic for a receptive field (or token dependencies) that could not be
   derived: it concerns no cost count, so it must not read as a problem to fix;
-- an information diagnostic on the target line when its totals are partial (lower bounds).
+- an information diagnostic on the target line when its totals are partial (lower bounds);
+- a warning on the target line for its training step: over the memory budget (naming the largest
+  categories), a memory method or the measurement that failed, backward work not counted.
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
 """
@@ -22,6 +24,7 @@ from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import error_message, untrusted_message
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.state import TargetState
+from torchscan_lsp.session.training import training_failure, training_report
 
 SOURCE = "torchscan"
 
@@ -137,6 +140,25 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[type
     return out
 
 
+def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    """Warnings of the target's training step on its line: an estimate over the memory budget
+    (naming the largest categories), a memory method that failed, work its FLOPs did not count,
+    or the whole measurement failing."""
+    range_ = lines.statement(state.line)
+    failed = training_failure(state)
+    if failed is not None:
+        return [_diagnostic(range_, f"{state.key.name}: the training step failed: {failed.get('type')}: "
+                            f"{failed.get('message')}", types.DiagnosticSeverity.Warning, "training-failed")]
+    report = training_report(state)
+    out = []
+    for group in _group((report or {}).get("diagnostics") or ()):
+        first = group[0]
+        message = (f"training step: {_uncounted_message(group)} ({', '.join(dict.fromkeys(d['metric'] for d in group))})"
+                   if first.get("operator") else f"{state.key.name}: {first.get('message')}")
+        out.append(_diagnostic(range_, message, types.DiagnosticSeverity.Warning, first.get("code", "training")))
+    return out
+
+
 def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetState]) -> list[types.Diagnostic]:
     """Diagnostics for a broken ``[tool.torchscan-lsp]`` table (``error.message``, ``error.line``)
     on each target of ``rel``: their analyses run without the workspace defaults."""
@@ -165,6 +187,8 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
             out.extend(_error_diagnostics(rel, lines, state))
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state))
+            if state.key.file == rel:
+                out.extend(_training_diagnostics(lines, state))
     unique: dict[tuple, types.Diagnostic] = {}
     for d in out:
         unique.setdefault((d.range.start.line, d.range.start.character, d.message), d)
