@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-tools bench clean
+.PHONY: setup demo test test-tools bench peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +30,20 @@ test: test-tools
 bench: setup
 	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
+# The peers benchmarks/peers.py compares against, in an environment of their own (never a
+# dependency): torch pinned first, then every other requirement constrained to that torch.
+PEERS ?= .peers
+PEERS_STAMP := $(PEERS)/.installed
+
+$(PEERS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q torch==2.13.0
+	echo torch==2.13.0 > $(PEERS)/constraints.txt
+	$(PEERS)/bin/pip install -q -c $(PEERS)/constraints.txt torchscan==0.2.0 torchinfo thop fvcore 'transformers>=4.40'
+	$(PEERS)/bin/pip install -q -c $(PEERS)/constraints.txt -e .
+	touch $@
+
+peers: $(PEERS_STAMP)
+
 clean:
-	rm -rf $(VENV) editors/vscode/node_modules .tools tests/editors/vscode_real/node_modules build/vscode-real
+	rm -rf $(VENV) $(PEERS) editors/vscode/node_modules .tools tests/editors/vscode_real/node_modules build/vscode-real

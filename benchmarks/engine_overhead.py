@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -166,6 +167,26 @@ def workloads(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
     return {"plain": plain, "full": full, "structure": structure, "FlopCounterMode": flop_counter_mode}
 
 
+def run_rounds(runs: dict[str, Callable[[], object]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per workload of ``runs``, its wall-clock and CPU (measuring thread) seconds in each round.
+
+    One warm-up call each first (first calls pay one-time costs); then every round runs each
+    workload once, back to back, the order alternating between rounds to cancel drift.
+    """
+    for fn in runs.values():
+        fn()
+    wall: dict[str, list[float]] = {key: [] for key in runs}
+    cpu: dict[str, list[float]] = {key: [] for key in runs}
+    keys = list(runs)
+    for index in range(rounds):
+        for key in keys if index % 2 == 0 else keys[::-1]:
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            runs[key]()
+            cpu[key].append(time.thread_time() - start_cpu)
+            wall[key].append(time.perf_counter() - start)
+    return wall, cpu
+
+
 def time_interleaved(name: str, rounds: int) -> tuple[dict[str, float], dict[str, dict[str, tuple[float, float, float]]]]:
     """Plain-forward median times, and per ratio its median and quartiles over the rounds.
 
@@ -176,19 +197,7 @@ def time_interleaved(name: str, rounds: int) -> tuple[dict[str, float], dict[str
     "cpu": ...}, ...}``.
     """
     model, args, kwargs = build(name)
-    runs = workloads(model, args, kwargs)
-    for fn in runs.values():  # warm-up: first calls pay one-time costs
-        fn()
-    wall: dict[str, list[float]] = {key: [] for key in runs}
-    cpu: dict[str, list[float]] = {key: [] for key in runs}
-    keys = list(runs)
-    for index in range(rounds):
-        order = keys if index % 2 == 0 else keys[::-1]  # alternate the order to cancel drift
-        for key in order:
-            start, start_cpu = time.perf_counter(), time.thread_time()
-            runs[key]()
-            cpu[key].append(time.thread_time() - start_cpu)
-            wall[key].append(time.perf_counter() - start)
+    wall, cpu = run_rounds(workloads(model, args, kwargs), rounds)
     plain = {"wall": statistics.median(wall["plain"]), "cpu": statistics.median(cpu["plain"])}
 
     def spread(values: list[float]) -> tuple[float, float, float]:

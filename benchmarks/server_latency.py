@@ -27,12 +27,29 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = ("cnn.py", "transformer_models.py")
+
+
+def example_text(name: str) -> str:
+    """The text of an example the speed benchmarks open: ``"cnn"`` is ``examples/cnn.py``;
+    ``"gpt2"`` is ``examples/transformer_models.py`` with only ``gpt2_small`` annotated (the other
+    factories' pragma lines become plain comments, so every line keeps its number)."""
+    if name == "cnn":
+        return (REPO / "examples" / "cnn.py").read_text(encoding="utf-8")
+    if name != "gpt2":
+        raise ValueError(f"unknown example {name!r}")
+    lines = (REPO / "examples" / "transformer_models.py").read_text(encoding="utf-8").splitlines(keepends=True)
+    for index, line in enumerate(lines[:-1]):
+        following = lines[index + 1]
+        if line.startswith("# torchscan:") and following.startswith("def ") and not following.startswith("def gpt2_small("):
+            lines[index] = "# (not annotated in the GPT-2 benchmark)\n"
+    return "".join(lines)
 
 
 class Session:
@@ -42,6 +59,9 @@ class Session:
         self.client = LanguageClient("torchscan-bench", "0")
         self.statuses: list[tuple[float, str, str]] = []
         self.changed = asyncio.Event()
+        self.log: list[tuple[float, str]] = []  # the server's stderr, (time, line)
+        self._log_changed = asyncio.Event()
+        self._log_reader: asyncio.Task | None = None
         client = self.client
 
         @client.feature("torchscan/status")
@@ -59,8 +79,12 @@ class Session:
         client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
         client.feature(types.PROGRESS)(lambda params: None)
 
-    async def start(self, root: Path) -> None:
-        await self.client.start_io(sys.executable, "-m", "torchscan_lsp", "serve")
+    async def start(self, root: Path, checkout: Path = REPO) -> None:
+        """Start the server of ``checkout`` (its working directory, so ``-m`` imports that copy)."""
+        await self.client.start_io(sys.executable, "-m", "torchscan_lsp", "serve", cwd=str(checkout))
+        # pygls's client pipes the server's stderr and never reads it: read it, or a talkative
+        # server blocks once the pipe is full
+        self._log_reader = asyncio.ensure_future(self._read_log(self.client._server.stderr))
         capabilities = types.ClientCapabilities(
             workspace=types.WorkspaceClientCapabilities(
                 configuration=True, inlay_hint=types.InlayHintWorkspaceClientCapabilities(refresh_support=True)),
@@ -68,6 +92,24 @@ class Session:
         await self.client.initialize_async(types.InitializeParams(
             capabilities=capabilities, root_uri=root.as_uri(), initialization_options={"trusted": True}))
         self.client.initialized(types.InitializedParams())
+
+    async def _read_log(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.log.append((time.perf_counter(), line.decode(errors="replace").rstrip()))
+            self._log_changed.set()
+
+    async def wait_log(self, wanted: Callable[[str], bool], timeout_s: float) -> tuple[float, str] | None:
+        """The first line of the server's log that is ``wanted`` (waiting up to ``timeout_s``)."""
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            found = next(((at, line) for at, line in self.log if wanted(line)), None)
+            if found is not None or time.perf_counter() > deadline:
+                return found
+            self._log_changed.clear()
+            try:
+                await asyncio.wait_for(self._log_changed.wait(), max(0.01, deadline - time.perf_counter()))
+            except asyncio.TimeoutError:
+                pass
 
     async def wait(self, uri: str, since: int, states=("done", "failed")) -> tuple[float, str]:
         """Time and state of the first final status of ``uri`` after index ``since``."""
@@ -98,6 +140,8 @@ class Session:
         await self.client.shutdown_async(None)
         self.client.exit(None)
         await self.client.stop()
+        if self._log_reader is not None:
+            self._log_reader.cancel()
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -70,9 +70,11 @@ def test_inlay_hints_as_neovim_received_them(session, expected):
 def test_code_lenses_on_the_target_line(session, expected):
     lenses = session["code_lenses"]
     assert {lens["line"] for lens in lenses} == {expected.target_line}
-    assert [lens["title"] for lens in lenses] == [expected.totals, "Re-analyse", "Show report", "Measure latency", "Measure memory"]
+    assert [lens["title"] for lens in lenses] == [expected.totals, "Re-analyse", "Show report", "Measure latency", "Measure memory",
+                                                  "Measure training step"]
     assert {lens["command"] for lens in lenses} <= {"torchscan.reanalyze", "torchscan.showReport",
-                                                     "torchscan.measureLatency", "torchscan.measureMemory"}
+                                                     "torchscan.measureLatency", "torchscan.measureMemory",
+                                                     "torchscan.measureTraining"}
 
 
 def test_hover_on_the_module_line(session, expected):

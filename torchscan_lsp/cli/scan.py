@@ -25,7 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from torchscan_lsp.cli.scan_output import STOPPED_KINDS, Output, display, print_table, report_failure, write_html
+from torchscan_lsp.cli.scan_output import (
+    STOPPED_KINDS,
+    Output,
+    display,
+    print_table,
+    report_failure,
+    report_training_warnings,
+    write_html,
+)
 from torchscan_lsp.cli.session import command_session, time_alone
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.controller import Session
@@ -65,6 +73,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--layer-latency", action="store_true", help="also measure each leaf module's latency"
     )
     parser.add_argument(
+        "--train", action="store_true",
+        help="also analyse one training step: its FLOPs, and its peak memory estimated (fake tensors) and measured",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
@@ -100,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measurements(args: argparse.Namespace) -> list[str]:
-    flags = (("latency", args.latency), ("memory", args.memory), ("layer_latency", args.layer_latency))
+    flags = (("latency", args.latency), ("memory", args.memory), ("layer_latency", args.layer_latency),
+             ("train", args.train))
     return [name for name, flag in flags if flag]
 
 
@@ -190,7 +203,9 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
             results.append({"file": shown, **result})
             if not result.get("ok"):
                 report_failure(out, Path(state.key.root), shown, state.target, result)
-            elif tables:
+                continue
+            report_training_warnings(out, shown, state.target, result)
+            if tables:
                 print_table(stdout, shown, state.target, result)
                 stdout.flush()
     finally:

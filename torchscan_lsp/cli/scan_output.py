@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.messages import render_attachments
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.session.jobs import build_render_job
+from torchscan_lsp.session.training import training_summary
 
-__all__ = ["Output", "display", "report_failure", "print_table", "write_html", "STOPPED_KINDS"]
+__all__ = ["Output", "display", "report_failure", "report_training_warnings", "print_table", "write_html",
+           "STOPPED_KINDS"]
 
 _ERROR_KINDS = {
     "import": "cannot import the module",
@@ -71,6 +74,15 @@ def report_failure(
     out.problem(where, line, message)
 
 
+def report_training_warnings(out: Output, shown: str, target: Any, result: dict[str, Any]) -> None:
+    """The training step's warnings (over the memory budget, a failed method) as problems at the
+    target's line: warnings, which leave the exit status alone."""
+    report = (result.get("measurements") or {}).get("train")
+    for diagnostic in (report or {}).get("diagnostics") or []:
+        if diagnostic.get("code", "").startswith("training_memory"):
+            out.problem(shown, target.line, f"{target.name}: {diagnostic.get('message')}", "warning")
+
+
 def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output) -> None:
     """Render each successful result (with its measurements attached) as an offline HTML file.
 
@@ -83,7 +95,8 @@ def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output
         target_path = path if len(results) == 1 else path.with_name(f"{path.stem}.{entry['target']}{path.suffix}")
         job = build_render_job(root, entry["report"], entry.get("measurements"))
         try:
-            render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}", **job["measurements"])
+            render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}",
+                          **render_attachments(job["measurements"]))
         except (OSError, ValueError) as error:
             out.problem(str(target_path), None, f"cannot write the HTML report: {error}")
             continue
@@ -114,6 +127,9 @@ def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
             err = report["error"]
             lines.append(f"{name}: unavailable ({err.get('type')}: {err.get('message')})")
             continue
+        if name == "train":
+            lines += training_lines(report)
+            continue
         if name == "memory":
             peak = report.get("peak_bytes")
             delta = report.get("delta_bytes")
@@ -134,4 +150,21 @@ def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
             metric = totals.get(key)
             if isinstance(metric, dict) and metric_value(metric) is not None:
                 lines.append(f"{label}: {fmt.metric_text(metric, 'seconds')}")
+    return lines
+
+
+def training_lines(report: dict[str, Any]) -> list[str]:
+    """A training report as text: the FLOPs by phase, the memory at the peak by category from both
+    methods side by side, the peaks and the notes (:func:`~torchscan_lsp.session.training.training_summary`)."""
+    summary = training_summary(report)
+    lines = [f"Training step ({summary.setup})"]
+    if summary.flops:
+        lines.append("  FLOPs: " + ", ".join(f"{phase} {text}" for phase, text, _ in summary.flops))
+    if summary.categories:
+        heading = "memory at the peak"
+        width = max(len(heading), *(len(name) + 2 for name, _, _ in summary.categories))
+        lines.append(f"  {heading:<{width}}  {'estimated':>10}  {'measured':>10}")
+        lines += [f"  {'  ' + name:<{width}}  {left:>10}  {right:>10}" for name, left, right in summary.categories]
+    lines.append("  Peak: " + "; ".join(f"{method} {text}" for method, text in summary.peaks))
+    lines += [f"  {note}" for note in summary.notes]
     return lines

@@ -29,4 +29,7 @@ ENGINE_EXPORTS = (
     "compare_benchmarks",
     "BenchmarkComparison",
     "render_report",
+    "analyse_training_step",
+    "estimate_training_memory",
+    "measure_training_memory",
 )

@@ -31,9 +31,12 @@ __all__ = [
     "is_library",
     "Result",
     "WarmRequest",
+    "PreloadRequest",
     "WarmEvent",
     "analysis_job",
     "render_job",
+    "RENDER_ATTACHMENTS",
+    "render_attachments",
     "failure",
 ]
 
@@ -195,17 +198,32 @@ class WarmRequest(TypedDict):
     memory_mb: float | None
 
 
+class PreloadRequest(TypedDict):
+    """A line the server writes to a warm parent: preload the modules ``preload`` (of the workspace
+    at ``root``, which the warm parent checks they are not from; ``None``: already checked)."""
+
+    preload: list[str]
+    root: str | None
+
+
 class WarmEvent(TypedDict, total=False):
     """A line a warm parent writes: ``ready`` (with its ``pid``) or ``failed`` (``message``) once,
     then per request ``started`` (``id``, the child's ``pid``) and ``exited`` (``id``, ``pid``,
     ``status`` as :func:`os.waitstatus_to_exitcode` gives it, or ``None`` with a ``message`` when
-    the fork failed)."""
+    the fork failed, and ``retired`` when it was refused because the warm parent retired);
+    ``preloaded`` (``modules``: every module preloaded so far, ``packages``: their top-level
+    packages, ``skipped``: ``{module: reason}`` new since the last one) after learning libraries;
+    ``retire`` (``message``: why) once, when it can no longer fork fresh children."""
 
-    event: Literal["ready", "failed", "started", "exited"]
+    event: Literal["ready", "failed", "started", "exited", "preloaded", "retire"]
     id: int
     pid: int | None
     status: int | None
     message: str
+    retired: bool
+    modules: list[str]
+    packages: list[str]
+    skipped: dict[str, str]
 
 
 def analysis_job(
@@ -226,6 +244,17 @@ def analysis_job(
         "source_text": source_text,
         "measure": list(dict.fromkeys(measure)),
     }
+
+
+#: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
+RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training"}
+
+
+def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``render_report`` keyword arguments for the measurements (by kind) that can be attached
+    and did not fail."""
+    return {keyword: measurements[kind] for kind, keyword in RENDER_ATTACHMENTS.items()
+            if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
 
 
 def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:

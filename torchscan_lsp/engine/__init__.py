@@ -22,5 +22,6 @@ from torchscan_lsp.engine.report import (
     metric_result,
 )
 from torchscan_lsp.engine.summary import summary
+from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
 
 __all__ = list(ENGINE_EXPORTS)

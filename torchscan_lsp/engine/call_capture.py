@@ -3,9 +3,10 @@ can be replayed faithfully.
 
 :class:`CallCapture` is told of each call starting (``call_started``: copy its positional inputs
 and snapshot the module's state and the random generators) and ending (``call_ended``: copy its
-keyword inputs, which global pre-hooks do not receive, and see what changed). :func:`capture_calls`
-runs one forward under PyTorch's *global* module hooks, which drive it: per-module hooks would
-change the program (they disable fused fast paths such as ``TransformerEncoderLayer``'s).
+keyword inputs, which global pre-hooks do not receive, and see what changed). It is a
+:class:`~torchscan_lsp.engine.observers.PassObserver`: :func:`capture_calls` runs the engine's own
+recording pass (global module hooks — per-module hooks would change the program, they disable
+fused fast paths such as ``TransformerEncoderLayer``'s) with the capture observing it.
 
 A replay unit is a metric-leaf call (the engine's leaf rule: a module without children, a
 ``MultiheadAttention``, a stock Transformer module, a parametrized module, ...), or a container whose
@@ -18,15 +19,18 @@ from __future__ import annotations
 
 import copy
 import enum
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 
+from torchscan_lsp.engine.crawler import record_pass
 from torchscan_lsp.engine.inputs import value_meta
+from torchscan_lsp.engine.module_info import ModuleInfo
+from torchscan_lsp.engine.observers import PassObserver
 
 __all__ = [
-    "CaptureError", "CallInfo", "CapturedCall", "CallCapture", "call_infos", "capture_calls", "copy_tree",
+    "CaptureError", "CapturedCall", "CallCapture", "capture_calls", "copy_tree",
     "stateful_reason",
 ]
 
@@ -99,25 +103,6 @@ def _rng_states(device_name: str) -> list[torch.Tensor]:
     return states
 
 
-class CallInfo(NamedTuple):
-    """What the capture knows of a module before it is called: its path, class name, and whether it
-    is a metric leaf (a replay unit whenever it is called)."""
-
-    path: str
-    type: str
-    leaf: bool
-
-
-def call_infos(model: nn.Module) -> dict[int, CallInfo]:
-    """``id(module) -> CallInfo`` for every module of ``model`` whose calls the engine records (a
-    shared module under its first path), with the engine's one leaf rule
-    (:func:`~torchscan_lsp.engine.module_info.is_metric_leaf`): calls below a metric leaf are part of
-    it, never replay units of their own."""
-    from torchscan_lsp.engine.module_info import module_infos
-
-    return {key: CallInfo(info.path, info.type, info.leaf) for key, info in module_infos(model).items() if info.recorded}
-
-
 def stateful_reason(module: nn.Module) -> str | None:
     """Why replaying ``module`` would change the model, judged before anything is replayed
     (BatchNorm in training mode updates its running statistics), or ``None``."""
@@ -141,7 +126,7 @@ class CapturedCall:
         "versions", "attributes", "rng", "child_calls", "input_meta", "reason",
     )  # fmt: skip
 
-    def __init__(self, seq: int, info: CallInfo, call_index: int, module: nn.Module) -> None:
+    def __init__(self, seq: int, info: ModuleInfo, call_index: int, module: nn.Module) -> None:
         self.seq, self.path, self.call_index, self.module = seq, info.path, call_index, module
         self.type = info.type
         self.leaf = info.leaf
@@ -156,22 +141,23 @@ class CapturedCall:
         self.rng: Any = None
 
 
-class CallCapture:
+class CallCapture(PassObserver):
     """Copies each call's inputs and checks its side effects; ``units`` are the replay units found,
-    in call order (see the module docstring)."""
+    in call order (see the module docstring). An observer of the engine's recording pass, so it
+    sees the calls the engine records, with the engine's one leaf rule
+    (:func:`~torchscan_lsp.engine.module_info.is_metric_leaf`): calls below a metric leaf are part
+    of it, never replay units of their own."""
 
-    def __init__(self, model: nn.Module, device_name: str) -> None:
-        self.infos = call_infos(model)
+    def __init__(self, device_name: str) -> None:
         self.device_name = device_name
         self.counts: dict[int, int] = {}
         self.stack: list[CapturedCall] = []
         self.units: list[CapturedCall] = []
         self.seq = 0
 
-    def call_started(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        """A call of ``module`` starts: copy its positional inputs, snapshot its state."""
-        info = self.infos.get(id(module))
-        if info is None:
+    def call_started(self, module: nn.Module, info: ModuleInfo, layer: int | None, args: tuple) -> None:
+        """A recorded call of ``module`` starts: copy its positional inputs, snapshot its state."""
+        if layer is None:
             return
         call_index = self.counts.get(id(module), 0)
         self.counts[id(module)] = call_index + 1
@@ -189,14 +175,17 @@ class CallCapture:
         call.rng = _rng_states(self.device_name)
         self.stack.append(call)
 
-    def call_ended(self, module: nn.Module, kwargs: dict[str, Any], output: Any) -> None:
-        """A call of ``module`` returned: copy its keyword inputs, and see what it changed."""
-        if id(module) not in self.infos:
+    def call_ended(self, module: nn.Module, info: ModuleInfo, layer: int | None, args: tuple,
+                   kwargs: dict[str, Any], output: Any, error: BaseException | None) -> None:
+        """A recorded call of ``module`` returned: copy its keyword inputs, and see what it changed."""
+        if layer is None:
             return
         index = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i].module is module), None)
         if index is None:
             return
         call = self.stack.pop(index)
+        if error is not None:
+            return  # the forward raised: the capture's own call propagates the exception
         call.input_meta["kwargs"] = {key: value_meta(value) for key, value in kwargs.items()}
         if call.capture_error is None:
             try:
@@ -224,22 +213,9 @@ class CallCapture:
 
 
 def capture_calls(model: nn.Module, args: tuple, kwargs: dict[str, Any], device_name: str) -> list[CapturedCall]:
-    """Run ``model(*args, **kwargs)`` once under global module hooks driving a :class:`CallCapture`;
-    return its replay units in call order. The hooks are removed whatever happens."""
-    capture = CallCapture(model, device_name)
-    module_hooks = nn.modules.module
-    handles = [
-        module_hooks.register_module_forward_pre_hook(lambda module, call_args: capture.call_started(module, call_args)),
-        module_hooks.register_module_forward_hook(
-            lambda module, call_args, call_kwargs, output: capture.call_ended(module, call_kwargs, output),
-            with_kwargs=True,
-        ),
-    ]
-    try:
-        model(*args, **kwargs)
-    finally:
-        with_kwargs = getattr(module_hooks, "_global_forward_hooks_with_kwargs", {})
-        for handle in handles:
-            handle.remove()
-            with_kwargs.pop(handle.id, None)  # RemovableHandle forgets this table (PyTorch 2.x)
+    """Run ``model(*args, **kwargs)`` once as the engine's recording pass (structure mode, the
+    model's own training flags) observed by a :class:`CallCapture`; return its replay units in call
+    order. The engine's hooks are removed whatever happens."""
+    capture = CallCapture(device_name)
+    record_pass(model, args, kwargs, observers=[capture], eval_mode=False)
     return sorted(capture.units, key=lambda call: call.seq)

@@ -61,10 +61,12 @@ class MemoryReport(_MemoryReportBase, total=False):
     """What :func:`measure_peak_memory` returns (docs/measurement.md: the reference's fields plus a
     version and a context).
 
-    ``allocated_peak_bytes`` is present on CUDA and MPS only.
+    ``allocated_peak_bytes`` is present on CUDA and MPS only; ``peak_by_category`` on CPU only:
+    the bytes of each of the profiler's categories live at the peak (they sum to ``peak_bytes``).
     """
 
     allocated_peak_bytes: int
+    peak_by_category: dict[str, int]
 
 
 def measure_peak_memory(workload: Callable[[], Any], *, device: str | torch.device) -> MemoryReport:
@@ -139,13 +141,14 @@ def _measure_cpu(workload: Callable[[], Any]) -> dict[str, Any]:
             profiler.export_memory_timeline(path, device="cpu")
         with gzip.open(path, "rt", encoding="utf-8") as timeline:
             events = json.load(timeline)
-        baseline, peak = cpu_peak(events)
+        baseline, peak, by_category = _replay(events)
         return {
             "device": "cpu",
             "metric": "pytorch_tensor_bytes",
             "baseline_bytes": baseline,
             "peak_bytes": peak,
             "delta_bytes": peak - baseline,
+            "peak_by_category": by_category,
         }
     finally:
         try:
@@ -167,15 +170,37 @@ def cpu_peak(events: list[list[int]]) -> tuple[int, int]:
     that point already holds the workload's first allocation, so ``lambda: torch.ones(1024, 1024)``
     showed a delta of 0 (docs/measurement.md).
     """
-    baseline = sum(int(event[2]) for event in events if int(event[0]) == _PREEXISTING_TIME)
-    live = peak = baseline
+    baseline, peak, _ = _replay(events)
+    return baseline, peak
+
+
+def _replay(events: list[list[int]]) -> tuple[int, int, dict[str, int]]:
+    """:func:`cpu_peak`'s replay, also keeping the bytes of each of the profiler's categories live
+    at the peak (``parameters``, ``optimizer_state``, ``inputs``, ``temporaries``, ``activations``,
+    ``gradients``, ``autograd_detail``, ``unknown``: an event's fourth field indexes
+    ``torch.profiler._memory_profiler._CATEGORY_TO_INDEX``; they sum to the peak)."""
+    from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
+
+    plural = {"parameter": "parameters", "input": "inputs", "temporary": "temporaries",
+              "activation": "activations", "gradient": "gradients"}
+    names = {index: "unknown" if category is None else plural.get(category.name.lower(), category.name.lower())
+             for category, index in _CATEGORY_TO_INDEX.items()}
+    live = dict.fromkeys(names.values(), 0)
+    baseline = 0
+    for event in events:  # tensors that existed before the workload: the baseline
+        if int(event[0]) == _PREEXISTING_TIME:
+            live[names.get(int(event[3]), "unknown")] += int(event[2])
+            baseline += int(event[2])
+    total = peak = baseline
+    at_peak = dict(live)
     for event in events:
         if int(event[0]) == _PREEXISTING_TIME:
             continue
-        live += int(event[2])
-        if live > peak:
-            peak = live
-    return baseline, peak
+        live[names.get(int(event[3]), "unknown")] += int(event[2])
+        total += int(event[2])
+        if total > peak:
+            peak, at_peak = total, dict(live)
+    return baseline, peak, at_peak
 
 
 def _measure_cuda(workload: Callable[[], Any], device: torch.device, requested: Any) -> dict[str, Any]:

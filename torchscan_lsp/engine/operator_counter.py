@@ -50,7 +50,8 @@ SKIPPED_OPERATORS = frozenset(
         )
     )
     if op is not None
-) | frozenset([torch.ops.prim.layout.default])
+    # prim.device reaches a mode only from a subclass that answers .device in Python (FakeTensor)
+) | frozenset([torch.ops.prim.layout.default, torch.ops.prim.device.default])
 _DEVICE_OP = torch.ops.prim.device.default
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
 _HigherOrderOperator = getattr(torch._ops, "HigherOrderOperator", ())

@@ -54,7 +54,8 @@ class TorchscanServer(LanguageServer):
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
-        self.progress = Progress(self.work_done_progress, self.protocol.notify, lambda: self.client)
+        self.progress = Progress(self.work_done_progress, self.protocol.notify, lambda: self.client,
+                                 self.session.preloaded_packages)
         self.watcher = WorkspaceWatcher(self)
 
     # errors ------------------------------------------------------------------------------------
@@ -150,6 +151,7 @@ class TorchscanServer(LanguageServer):
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""
+        self.watcher.refresh()  # a document just opened, or a result imported other files: watch them now
         touched = {(s.key.root, s.key.file) for s in states} | files
         for document in list(self.session.store.documents.values()):
             if (document.root, document.rel) in touched:

@@ -1,5 +1,5 @@
 """Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
-``torchscan.measureLatency`` and ``torchscan.measureMemory``.
+``torchscan.measureLatency``, ``torchscan.measureMemory`` and ``torchscan.measureTraining``.
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
 the file), then for ``showReport`` an optional format (``html``, the default, or ``json``). Reports
@@ -23,7 +23,7 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, REANALYSE, SHOW_REPORT
+from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
 from torchscan_lsp.session.state import Document, TargetState
 
 
@@ -98,7 +98,7 @@ async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
 
 
 def register(server: LanguageServer) -> None:
-    """Register the four commands."""
+    """Register the five commands."""
 
     @server.command(REANALYSE)
     def reanalyse(ls: Editor, uri: str, *rest: Any) -> None:
@@ -117,3 +117,7 @@ def register(server: LanguageServer) -> None:
     @server.command(MEASURE_MEMORY)
     async def measure_memory(ls: Editor, uri: str, name: str) -> dict | None:
         return await _measure(ls, uri, name, ["memory"])
+
+    @server.command(MEASURE_TRAINING)
+    async def measure_training(ls: Editor, uri: str, name: str) -> dict | None:
+        return await _measure(ls, uri, name, ["train"])

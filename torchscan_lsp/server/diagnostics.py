@@ -5,7 +5,9 @@
 - an error where a failing analysis raised (the innermost workspace frame), and on the target line;
 - a result's findings (:mod:`torchscan_lsp.session.findings`): a warning only where a number shown
   is a lower bound, one per line and cause; receptive-field notes when asked for; an information
-  on the target line when a total shown is a lower bound.
+  on the target line when a total shown is a lower bound;
+- a warning on the target line for its training step: over the memory budget (naming the largest
+  categories), a memory method or the measurement that failed, backward work not counted.
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
 """
@@ -23,6 +25,7 @@ from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.findings import result_findings
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.state import TargetState
+from torchscan_lsp.session.training import training_failure, training_report
 
 SOURCE = "torchscan"
 
@@ -75,6 +78,30 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState, path: str | 
     return [_diagnostic(lines.statement(f.line), f.message, _SEVERITY[f.severity], f.code) for f in found]
 
 
+def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    """Warnings of the target's training step on its line: an estimate over the memory budget
+    (naming the largest categories), a memory method that failed, work its FLOPs did not count,
+    or the whole measurement failing."""
+    range_ = lines.statement(state.line)
+    failed = training_failure(state)
+    if failed is not None:
+        return [_diagnostic(range_, f"{state.key.name}: the training step failed: {failed.get('type')}: "
+                            f"{failed.get('message')}", types.DiagnosticSeverity.Warning, "training-failed")]
+    report = training_report(state)
+    groups: dict[tuple, list[dict]] = {}   # one warning per cause: an operator, or a code and message
+    for d in (report or {}).get("diagnostics") or ():
+        key = ("operator", d["operator"]) if d.get("operator") else ("other", d.get("code"), d.get("message"))
+        groups.setdefault(key, []).append(d)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        message = (f"training step: {first['operator']}: not counted in operator FLOPs: {first.get('message', '')} "
+                   f"({', '.join(dict.fromkeys(d['metric'] for d in group))})"
+                   if first.get("operator") else f"{state.key.name}: {first.get('message')}")
+        out.append(_diagnostic(range_, message, types.DiagnosticSeverity.Warning, first.get("code", "training")))
+    return out
+
+
 def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetState]) -> list[types.Diagnostic]:
     """Diagnostics for a broken ``[tool.torchscan-lsp]`` table (``error.message``, ``error.line``)
     on each target of ``rel``: their analyses run without the workspace defaults."""
@@ -107,6 +134,8 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
             out.extend(_error_diagnostics(rel, lines, state))
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state, path, headline, receptive_field_notes))
+            if state.key.file == rel:
+                out.extend(_training_diagnostics(lines, state))
     unique: dict[tuple, types.Diagnostic] = {}
     for d in out:
         unique.setdefault((d.range.start.line, d.range.start.character, d.message), d)

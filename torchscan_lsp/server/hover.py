@@ -1,6 +1,7 @@
-"""Hover cards: a target's totals (both counting methods) and top modules; a module line's type,
-paths, parameters, inputs and output, work by both methods with a note on where they differ and
-why, direct children, receptive field (where one applies) or token dependencies; a line's operators.
+"""Hover cards: a target's totals (both counting methods), top modules and measurements (the
+training step's FLOPs and peak memory by category among them); a module line's type, paths,
+parameters, inputs and output, work by both methods with a note on where they differ and why,
+direct children, receptive field (where one applies) or token dependencies; a line's operators.
 Markdown, built from the target states alone (no I/O)."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.measurements import model_latency, model_memory
 from torchscan_lsp.session.results import ResultView, outermost
 from torchscan_lsp.session.state import TargetState
+from torchscan_lsp.session.training import TrainingSummary, training_failure, training_report, training_summary
 
 MAX_PATHS = 8
 
@@ -63,6 +65,12 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
     if latency is not None:
         parts.append(f"Latency: {fmt.metric_text(latency, 'seconds')} per call{_model_spread(state)} "
                      f"({latency.get('status')}, {latency.get('method')})")
+    training = training_report(state)
+    if training is not None:
+        parts.append(training_card(training_summary(training)))
+    failed = training_failure(state)
+    if failed is not None:
+        parts.append(f"**Training step failed**: {failed.get('type')}: {failed.get('message')}")
     return "\n\n".join(p for p in parts if p)
 
 
@@ -74,6 +82,18 @@ def _model_spread(state: TargetState) -> str:
         if metric_value(spread) is not None:
             return f", IQR {fmt.metric_text(spread, 'seconds')}"
     return ""
+
+
+def training_card(summary: TrainingSummary) -> str:
+    """Markdown of a training step: FLOPs by phase, then the peak memory by category from both
+    methods side by side (estimated on fake tensors, measured on a real step)."""
+    rows = [f"**Training step** ({summary.setup})", "", "| FLOPs | value | status |", "| --- | --- | --- |"]
+    rows += [f"| {phase} | {text} | {status} |" for phase, text, status in summary.flops]
+    table = ["| memory at the peak | estimated | measured |", "| --- | --- | --- |"]
+    table += [f"| {name} | {left} | {right} |" for name, left, right in summary.categories]
+    peaks = "; ".join(f"{method} {text}" for method, text in summary.peaks)
+    return "\n".join(rows) + "\n\n" + "\n".join(table) + f"\n\nPeak: {peaks}." + "".join(
+        f"\n\n{note}" for note in summary.notes)
 
 
 def _rf_text(layer: dict, spatial: bool) -> str:

@@ -11,6 +11,7 @@ __all__ = [
     "SHOW_REPORT",
     "MEASURE_LATENCY",
     "MEASURE_MEMORY",
+    "MEASURE_TRAINING",
     "COMMANDS",
     "STATUS_METHOD",
     "STALE_NOTE",
@@ -26,7 +27,8 @@ REANALYSE = "torchscan.reanalyze"
 SHOW_REPORT = "torchscan.showReport"
 MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
-COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY)
+MEASURE_TRAINING = "torchscan.measureTraining"
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING)
 
 STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""

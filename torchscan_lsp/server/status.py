@@ -2,8 +2,10 @@
 kills the worker), and the ``torchscan/status`` notification after every state change.
 
 ``torchscan/status`` params: ``{"uri": str, "state": "running|done|stale|failed|untrusted|idle",
-"message": str}``, one per file whose targets changed; the state is the most pressing one among the
-file's targets (running, failed, untrusted, stale, done, idle, in that order).
+"message": str, "preloaded": [str]}``, one per file whose targets changed; the state is the most
+pressing one among the file's targets (running, failed, untrusted, stale, done, idle, in that
+order); ``preloaded`` names the top-level packages the warm worker has learned from the jobs and
+preloaded (``transformers``, say), so that later analyses start with them imported.
 """
 
 from __future__ import annotations
@@ -55,12 +57,15 @@ class Progress:
         client: returns the client's capabilities (resolved at ``initialize``): progress is
             shown only to clients that show it, and the status message names the setting the
             client's user changes.
+        preloaded: returns the packages the warm worker has preloaded, for the status.
     """
 
-    def __init__(self, progress: Any, notify: Callable[[str, Any], Any], client: Callable[[], ClientFacts]) -> None:
+    def __init__(self, progress: Any, notify: Callable[[str, Any], Any], client: Callable[[], ClientFacts],
+                 preloaded: Callable[[], list[str]] = list) -> None:
         self.progress = progress
         self.notify = notify
         self.client = client
+        self.preloaded = preloaded
 
     def job_started(self, state: TargetState, task: asyncio.Task) -> None:
         """Begin a cancellable progress for ``task`` when the client supports work-done progress."""
@@ -95,4 +100,4 @@ class Progress:
     def send_status(self, uri: str, states: list[TargetState]) -> None:
         """Send ``torchscan/status`` for the file at ``uri``."""
         word, message = file_status(states, self.client().name)
-        self.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message})
+        self.notify(STATUS_METHOD, {"uri": uri, "state": word, "message": message, "preloaded": self.preloaded()})

@@ -104,6 +104,13 @@ class WorkspaceWatcher:
             folders |= {str(Path(state.key.root, rel).parent) for rel in state.files}
         return {f for f in folders if Path(f).is_dir()}
 
+    def refresh(self) -> None:
+        """Bring the watched folders up to date now, not at the next periodic refresh: a document
+        just opened, and its dependencies may change before then (an analysis can end sooner)."""
+        if self._refresh_handle is not None:
+            self._refresh_handle.cancel()
+        self._refresh()
+
     def _refresh(self) -> None:
         if self.observer is None:
             return

@@ -325,11 +325,28 @@ class Session:
 
     async def prewarm(self) -> None:
         """Start the warm worker of the configured interpreter ahead of the first job (only once
-        workspace code may run: it runs that interpreter)."""
+        workspace code may run: it runs that interpreter), adopting the one started with the
+        server (:func:`start_warm_worker_early`) when it is that interpreter's; stop that one
+        otherwise."""
         if self.may_execute:
+            pool.discard_early(keep=self.settings.interpreter)
             await pool.prewarm(self.settings.interpreter)
+        else:  # it ran no workspace code, and will not now
+            pool.discard_early()
+
+    def preloaded_packages(self) -> list[str]:
+        """Top-level packages the configured interpreter's warm worker has learned from the jobs
+        and preloaded (``transformers``, say)."""
+        return pool.preloaded_packages(self.settings.interpreter)
 
     def shutdown(self) -> None:
         """Cancel every job and stop the warm workers."""
         self.scheduler.cancel_all()
         pool.shutdown()
+
+
+def start_warm_worker_early() -> None:
+    """Start the warm worker of this interpreter now, before the language server imports its own
+    libraries, so that torch imports meanwhile. It runs no workspace code; :meth:`Session.prewarm`
+    adopts it once the workspace is trusted, or stops it."""
+    pool.spawn_early()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from torchscan_lsp.contract.messages import Job, RenderJob, analysis_job, render_job
+from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, RenderJob, analysis_job, render_job
 from torchscan_lsp.session.settings import Settings
 
 __all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "timing_asked"]
@@ -70,8 +70,8 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
 
 
 def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """The job that renders ``report`` as HTML with its latency, per-layer latency and memory
-    measurements attached (those that did not fail)."""
+    """The job that renders ``report`` as HTML with its latency, per-layer latency, memory and
+    training-step measurements attached (those that did not fail)."""
     attached = {name: m for name, m in (measurements or {}).items()
-                if name in ("latency", "layer_latency", "memory") and isinstance(m, dict) and "error" not in m}
+                if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
     return render_job(root, report, attached)

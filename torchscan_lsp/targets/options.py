@@ -6,7 +6,8 @@ Options are written as Python literals in a ``# torchscan: ...`` pragma, in a
 checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
-dimension), plus the language server's own (``measure``, ``timeout``).
+dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
+``train`` and ``memory_budget``) and the language server's own (``measure``, ``timeout``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import difflib
 import re
 from typing import Any
 
+from torchscan_lsp.contract.training import parse_bytes, parse_train_options
+
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
+#: Options of the training step (docs/annotations.md, "Training step").
+TRAINING_OPTIONS = ("train", "train_memory")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
-KNOWN_OPTIONS = ENGINE_OPTIONS + SERVER_OPTIONS
+KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS
 
 MODES = ("full", "structure")
-MEASUREMENTS = ("latency", "memory", "layer_latency")
+MEASUREMENTS = ("latency", "memory", "layer_latency", "train")
 
 #: ``torch.<name>`` dtypes accepted by name (with or without the ``torch.`` prefix).
 DTYPE_NAMES = frozenset(
@@ -44,8 +49,10 @@ OPTION_HELP = {
     "device": 'a device string such as "cpu", "cuda" or "cuda:1"',
     "mode": '"full" or "structure"',
     "strict": "True or False",
-    "measure": 'a list of "latency", "memory" and "layer_latency"',
+    "measure": 'a list of "latency", "memory", "layer_latency" and "train"',
     "timeout": "a positive number of seconds",
+    "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
+    "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
 }
 
 
@@ -147,6 +154,22 @@ def _check_timeout(value: Any) -> None:
         raise OptionError("timeout", f"timeout must be {OPTION_HELP['timeout']}, got {value!r}")
 
 
+def _check_train(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise OptionError("train", f"train must be {OPTION_HELP['train']}, got {value!r}")
+    try:
+        parse_train_options(value)
+    except (TypeError, ValueError) as error:
+        raise OptionError("train", str(error)) from None
+
+
+def _check_train_memory(value: Any) -> None:
+    try:
+        parse_bytes(value, name="train_memory")
+    except (TypeError, ValueError) as error:
+        raise OptionError("train_memory", str(error)) from None
+
+
 _CHECKS = {
     "input_shape": _check_input_shape,
     "dtype": _check_dtype,
@@ -155,6 +178,8 @@ _CHECKS = {
     "strict": _check_strict,
     "measure": _check_measure,
     "timeout": _check_timeout,
+    "train": _check_train,
+    "train_memory": _check_train_memory,
 }
 
 
@@ -196,7 +221,7 @@ def from_toml_value(name: str, value: Any) -> Any:
     """Convert a TOML value to the literal a pragma would hold (TOML has arrays, not tuples).
 
     ``input_shape = [3, 224, 224]`` is one shape and ``[[3, 32, 32], [10]]`` two; ``dtype`` and
-    ``measure`` arrays stay lists.
+    ``measure`` arrays stay lists; a ``[tool.torchscan-lsp.train]`` table is the ``train`` dict.
     """
     if name == "input_shape" and isinstance(value, list):
         if value and all(isinstance(v, list) for v in value):

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.contract.messages import failure, render_attachments
 from torchscan_lsp.worker.limits import die_with_parent
 
 
@@ -91,9 +91,7 @@ def _render_html(job_path: str, html_path: str) -> dict[str, Any]:
         from torchscan_lsp import render_report
 
         job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-        measurements = job.get("measurements") or {}
-        attachments = {name: measurements[name] for name in ("latency", "layer_latency", "memory") if measurements.get(name)}
-        render_report(job["report"], html_path, **attachments)
+        render_report(job["report"], html_path, **render_attachments(job.get("measurements")))
         return {"ok": True, "target": None, "path": html_path}
     except BaseException as error:  # noqa: BLE001 - reported to the server, never raised
         traceback.print_exc()

@@ -1,6 +1,7 @@
 """Building the model: the target is called (a factory) or instantiated (an ``nn.Module``
 class) while the source recorder notes where each module is built; what it returns must be a
-model, ``(model, args)`` or ``(model, args, kwargs)``."""
+model, ``(model, args)`` or ``(model, args, kwargs)``, or the training step's mapping
+``{"model": ..., "args": ..., "kwargs": ..., "loss": ..., "targets": ...}`` (docs/annotations.md)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def _result_error(message: str, blame: Blame) -> JobError:
 def _unpack(produced: Any, name: str, blame: Blame) -> tuple[torch.nn.Module, tuple | None, dict | None]:
     if isinstance(produced, torch.nn.Module):
         return produced, None, None
+    if isinstance(produced, dict) and "model" in produced:
+        # the training step's form: its loss and targets are for the step (engine.training.step)
+        if "args" not in produced and "kwargs" not in produced:
+            return _unpack(produced["model"], name, blame)
+        produced = (produced["model"], produced.get("args"), produced.get("kwargs"))
     if isinstance(produced, tuple) and 2 <= len(produced) <= 3:
         model, args = produced[0], produced[1]
         kwargs = produced[2] if len(produced) == 3 else None

@@ -4,7 +4,8 @@ Never imports torch. Three concerns, each a few small functions:
 
 * **Dying with the parent** (:func:`die_with_parent`): a worker process asks the kernel to send it
   ``SIGKILL`` when its parent goes away (Linux ``PR_SET_PDEATHSIG``), so a server that crashes or
-  is killed leaves no model running.
+  is killed leaves no model running; :func:`isolate_forked_child` does that and the rest of
+  leaving the warm parent behind for the children it forks.
 * **Memory** (:func:`rss_bytes`, :func:`cap_address_space`, :func:`is_out_of_memory`): the server
   polls the resident set size of each job's process and kills it past the limit; in the process
   itself an address-space cap a good deal above the limit makes one huge allocation fail at once
@@ -52,6 +53,18 @@ def die_with_parent(expected_parent: int | None = None) -> bool:
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(1)
     return True
+
+
+def isolate_forked_child(inherited: list[int], parent: int) -> None:
+    """In a child just forked by the warm parent ``parent``: a session of its own (so its whole
+    process group can be killed), death with the parent, default signal handling, and none of the
+    parent's file descriptors ``inherited`` (its event channel, its other children's pipes)."""
+    os.setsid()
+    die_with_parent(parent)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in inherited:
+        os.close(fd)
 
 
 def rss_bytes(pid: int) -> int | None:

@@ -11,7 +11,7 @@ from torchscan_lsp.targets.options import MEASUREMENTS
 from torchscan_lsp.worker.errors import Blame
 from torchscan_lsp.worker.options import torch_dtype
 
-__all__ = ["requested", "measure", "run_measurement", "model_device"]
+__all__ = ["requested", "measure", "failed", "run_measurement", "model_device"]
 
 
 def requested(job: dict[str, Any], options: dict[str, Any]) -> list[str]:
@@ -64,19 +64,18 @@ def measure(
             try:
                 results[name] = run_measurement(name, model, workload, args, kwargs, device)
             except Exception as error:  # noqa: BLE001 - one failed measurement fails alone
-                located = blame.error_from("forward", error)
-                results[name] = {
-                    "error": {
-                        "type": located.type_name,
-                        "message": located.message,
-                        "file": located.file,
-                        "line": located.line,
-                    }
-                }
+                results[name] = failed(error, blame)
     finally:
         for module, training in flags:
             module.training = training
     return results
+
+
+def failed(error: BaseException, blame: Blame) -> dict[str, Any]:
+    """A failed measurement's record, ``{"error": {type, message, file, line}}``, located as a
+    forward error (at the innermost workspace frame)."""
+    located = blame.error_from("forward", error)
+    return {"error": {"type": located.type_name, "message": located.message, "file": located.file, "line": located.line}}
 
 
 def model_device(model: torch.nn.Module) -> str:

@@ -13,6 +13,13 @@ when a warm start is impossible, in which case the caller starts a cold process 
 
 A warm parent that dies (killed, or crashed) is restarted by the next job; the jobs it was running
 die with it (their parent-death signal) and end as crashes.
+
+A warm parent learns the libraries its jobs import from outside the workspace and preloads them
+(see :mod:`.learner`); :attr:`WarmParent.preloaded` follows its ``preloaded`` events, every
+preloaded and skipped module is logged, and :func:`preloaded_packages` gives the status line. A
+restarted parent is asked to preload the same modules again. A parent that retires (a preloaded
+file changed on disk) takes no new jobs: the next job starts its successor, which preloads what it
+had, and the retired one is closed once its last job has ended.
 """
 
 from __future__ import annotations
@@ -23,19 +30,18 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import sys
-from pathlib import Path
+import tempfile
 
-import torchscan_lsp
-from torchscan_lsp.contract.messages import WarmEvent, WarmRequest
+from torchscan_lsp.contract.messages import PreloadRequest, WarmEvent, WarmRequest
+from torchscan_lsp.worker import early
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0
 """How long a warm parent may take to import torch and warm up before it counts as failed."""
-
-_PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
 
 
 def warm_starts_possible() -> bool:
@@ -62,16 +68,33 @@ class WarmJob:
         return await asyncio.shield(self._exited)
 
 
+class Retired(ConnectionError):
+    """The warm parent retired (see the module's docstring): start the job on its successor."""
+
+
 class WarmParent:
     """The warm parent process of one interpreter.
 
     Args:
         python: the interpreter that runs it and its children.
+        preloaded: modules to preload as soon as it is ready (a predecessor's).
+        skipped: ``{module: reason}`` a predecessor could not preload (not offered again).
+
+    Attributes:
+        preloaded: the modules it has preloaded beyond torch and this package, in import order.
+        packages: their top-level packages, sorted.
+        skipped: ``{module: reason}`` for the modules it would not or could not preload.
+        retired: why it retired, or ``None``.
     """
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, preloaded: list[str] | None = None, skipped: dict[str, str] | None = None) -> None:
         self.python = python
-        self.process: asyncio.subprocess.Process | None = None
+        self.preloaded: list[str] = [m for m in preloaded or [] if m not in (skipped or {})]
+        self.packages: list[str] = []
+        self.skipped: dict[str, str] = dict(skipped or {})
+        self.retired: str | None = None
+        self._scratch: str | None = None
+        self.process: asyncio.subprocess.Process | early.Adopted | None = None
         self.failure: str | None = None
         self._ready: asyncio.Future | None = None
         self._ids = itertools.count(1)
@@ -95,16 +118,19 @@ class WarmParent:
         return await asyncio.shield(self._ready)
 
     async def _start(self) -> bool:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
         self._lost = False
+        self._remove_scratch()
         try:
-            # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
-            self.process = await asyncio.create_subprocess_exec(
-                self.python, "-m", "torchscan_lsp.worker.zygote", cwd="/", env=env,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-                start_new_session=True, limit=1 << 20)
+            adopted = await early.adopt(self.python)
+            if adopted is not None:  # started with the server, before the event loop ran
+                self.process, self._scratch = adopted
+            else:
+                self._scratch = tempfile.mkdtemp(prefix="torchscan-warm-")
+                argv, env = early.command(self.python, self._scratch)
+                # cwd "/": nothing of a workspace (a stray torch.py, say) may shadow what it imports.
+                self.process = await asyncio.create_subprocess_exec(
+                    *argv, cwd="/", env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=None, start_new_session=True, limit=1 << 20)
             line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
             event = json.loads(line) if line else {"event": "failed", "message": "it exited while starting"}
         except (OSError, ValueError, asyncio.TimeoutError) as error:
@@ -116,7 +142,36 @@ class WarmParent:
             return False
         log.info("warm worker for %s ready (pid %s)", self.python, event.get("pid"))
         self._reader = asyncio.ensure_future(self._read_events(self.process))
+        if self.preloaded:
+            self.preload(self.preloaded, None)
         return True
+
+    def preload(self, modules: list[str], root: str | None) -> None:
+        """Ask the running warm parent to preload ``modules`` (of the workspace at ``root``, which
+        it checks they are not from; ``None``: already checked)."""
+        if self.alive and self.process is not None and self.process.stdin is not None:
+            request: PreloadRequest = {"preload": list(modules), "root": root}
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+
+    def _preloaded(self, event: WarmEvent) -> None:
+        self.preloaded = list(event.get("modules") or [])
+        self.packages = list(event.get("packages") or [])
+        for module, reason in (event.get("skipped") or {}).items():
+            self.skipped[module] = reason
+            if not str(reason).startswith("its package "):
+                log.info("warm worker for %s: not preloading %s: %s", self.python, module, reason)
+        log.info("warm worker for %s: %d modules preloaded (%s)", self.python, len(self.preloaded),
+                 ", ".join(self.packages) or "none")
+
+    def _retire(self, message: str) -> None:
+        self.retired = message
+        log.info("warm worker for %s retires (%s); the next job starts a fresh one", self.python, message)
+        self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        if self.retired is not None and not self._exited:
+            self.close()
+            _draining.discard(self)
 
     async def _read_events(self, process: asyncio.subprocess.Process) -> None:
         expected = False
@@ -124,15 +179,22 @@ class WarmParent:
             while line := await process.stdout.readline():
                 event: WarmEvent = json.loads(line)
                 request = event.get("id")
-                if event.get("event") == "started" and request in self._started:
+                kind = event.get("event")
+                if kind == "started" and request in self._started:
                     self._started.pop(request).set_result(event["pid"])
-                elif event.get("event") == "exited":
+                elif kind == "exited":
                     started = self._started.pop(request, None)
-                    if started is not None and not started.done():  # the fork itself failed
-                        started.set_exception(OSError(event.get("message") or "fork failed"))
+                    if started is not None and not started.done():  # the fork itself failed, or it retired
+                        error = Retired if event.get("retired") else OSError
+                        started.set_exception(error(event.get("message") or "fork failed"))
                     exited = self._exited.pop(request, None)
                     if exited is not None and not exited.done():
                         exited.set_result(event.get("status"))
+                    self._close_if_idle()
+                elif kind == "preloaded":
+                    self._preloaded(event)
+                elif kind == "retire":
+                    self._retire(str(event.get("message")))
         except (ValueError, OSError) as error:
             log.error("warm worker for %s sent garbage: %r", self.python, error)
         except asyncio.CancelledError:  # the event loop is closing
@@ -162,6 +224,7 @@ class WarmParent:
         """Ask the warm parent to fork a child for ``request`` (see :mod:`.zygote`).
 
         Raises:
+            Retired: the warm parent retired.
             ConnectionError: the warm parent is not running or died.
             OSError: the fork failed.
         """
@@ -183,6 +246,8 @@ class WarmParent:
                 kill_group(started.result())
                 await settle(exited)
             raise
+        except Retired:
+            raise
         except (ConnectionError, BrokenPipeError) as error:
             raise ConnectionError("the warm worker process died") from error
         return WarmJob(pid, exited)
@@ -191,6 +256,7 @@ class WarmParent:
         """Stop the warm parent: closing its stdin makes it kill its children and exit; it is
         killed outright as well, in case it is stuck."""
         process, self.process = self.process, None
+        self._remove_scratch()
         if process is None or process.returncode is not None:
             return
         with contextlib.suppress(Exception):
@@ -199,7 +265,27 @@ class WarmParent:
             process.kill()
 
 
+    def _remove_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
 _parents: dict[str, WarmParent] = {}
+_draining: set[WarmParent] = set()
+"""Retired warm parents whose last jobs still run."""
+
+
+def _current(python: str) -> WarmParent:
+    """The warm parent of ``python`` that takes new jobs: its successor when it retired."""
+    parent = _parents.get(python)
+    if parent is None:
+        parent = _parents[python] = WarmParent(python)
+    elif parent.retired is not None:
+        _draining.add(parent)
+        parent._close_if_idle()
+        parent = _parents[python] = WarmParent(python, parent.preloaded, parent.skipped)
+    return parent
 
 
 async def start_job(python: str, request: WarmRequest) -> WarmJob | None:
@@ -210,35 +296,52 @@ async def start_job(python: str, request: WarmRequest) -> WarmJob | None:
     """
     if not warm_starts_possible():
         return None
-    parent = _parents.get(python)
-    if parent is None:
-        parent = _parents[python] = WarmParent(python)
-    if not await parent.ensure_started():
-        return None
-    try:
-        return await parent.fork(request)
-    except ConnectionError:  # it died just now: one restart, then give up on warmth for this job
+    for _ in range(2):  # it died or retired just now: one more try, then this job starts cold
+        parent = _current(python)
         if not await parent.ensure_started():
             return None
         try:
             return await parent.fork(request)
-        except (ConnectionError, OSError):
+        except ConnectionError:  # Retired included: _current gives its successor
+            continue
+        except OSError:
             return None
-    except OSError:
-        return None
+    return None
 
 
 async def prewarm(python: str) -> bool:
     """Start ``python``'s warm parent ahead of the first job; returns whether it is ready."""
     if not warm_starts_possible():
         return False
-    parent = _parents.setdefault(python, WarmParent(python))
-    return await parent.ensure_started()
+    return await _current(python).ensure_started()
+
+
+def preloaded_packages(python: str) -> list[str]:
+    """Top-level packages the warm parent of ``python`` has preloaded (learned from its jobs)."""
+    parent = _parents.get(python)
+    return list(parent.packages) if parent is not None else []
+
+
+def spawn_early() -> None:
+    """Start the warm parent of the server's own interpreter at once, before the server imports
+    its libraries and before the workspace is trusted (see :mod:`.early`): a later
+    :func:`prewarm` or job of that interpreter adopts it, :func:`discard_early` stops it."""
+    if warm_starts_possible():
+        early.spawn(tempfile.mkdtemp(prefix="torchscan-warm-"))
+
+
+def discard_early(keep: str | None = None) -> None:
+    """Stop the early warm parent unless it is that of interpreter ``keep`` (the workspace is not
+    trusted, or runs another interpreter)."""
+    for folder in early.discard(keep):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def shutdown() -> None:
     """Stop every warm parent (at server exit; they would also stop on their own when the server's
     end of their stdin closes)."""
-    for parent in list(_parents.values()):
+    for parent in [*_parents.values(), *_draining]:
         parent.close()
     _parents.clear()
+    _draining.clear()
+    discard_early()

@@ -18,8 +18,9 @@ Steps, each with its own error kind:
    :class:`~torchscan_lsp.worker.attribution.SourceRecorder` (where each module was built and called,
    which lines dispatched which operators, what each line computed). Under ``strict=True`` an analysis that is
    not complete is a ``strict`` error listing what was not counted.
-5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``) run after the
-   analysis, each failing on its own without failing the job.
+5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``) run
+   after the analysis, each failing on its own without failing the job; a target with ``train`` or
+   ``train_memory`` options gets the training step's estimate (:mod:`.training`) unasked.
 
 Each step has its module: :mod:`.imports` (importing the user's file), :mod:`.factory` (building
 the model), :mod:`.options` (options to ``crawl_module`` arguments), :mod:`.measurements`, and
@@ -47,7 +48,7 @@ import torch
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
-from torchscan_lsp.worker import measurements
+from torchscan_lsp.worker import measurements, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.errors import Blame, JobError, incomplete_message, mismatch_advice
 from torchscan_lsp.worker.factory import build_model
@@ -137,8 +138,14 @@ class _Job:
             "source_map": blame.recorder.source_map(report.get("layers")),
         }
         wanted = measurements.requested(self.job, options)
-        if wanted:
-            result["measurements"] = measurements.measure(wanted, model, args, kwargs, options, blame)
+        found: dict[str, Any] = {}
+        on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
+        if on_the_model:
+            found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
+        if "train" in wanted or training.automatic(options):
+            found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
+        if found:
+            result["measurements"] = found
         return result
 
     # -- reading and importing the file -------------------------------------------------------

@@ -17,6 +17,16 @@ and reads events on stdout: ``{"event": "ready", "pid": P}`` once the imports ar
 ``{"event": "exited", "id": 7, "pid": C, "status": S}`` (``S`` as in
 :func:`os.waitstatus_to_exitcode`: negative for a signal).
 
+**Learned libraries.** After its job a child reports the modules it imported from outside the
+workspace; they, and those of a request ``{"preload": [names], "root": "/abs/root" or null}``,
+are tried in a probe child and then imported into this parent (:mod:`.learner`, which sends
+``{"event": "preloaded", ...}``), so later children start with them. A child drops a preloaded
+package that a file of its workspace now shadows. When a preloaded file changed on disk (or a
+preload did start a thread here after all) this parent can no longer fork fresh children: it sends
+``{"event": "retire", "message": ...}`` and answers every later request with
+``{"event": "exited", "id": 7, "pid": null, "status": null, "retired": true, "message": ...}``,
+while the children it runs finish; the server starts a successor.
+
 A child runs the job exactly as ``python -m torchscan_lsp.worker`` does (:mod:`.child`), in its own
 session (so the server can kill its whole process group), with ``SIGKILL`` as its parent-death
 signal. Its fds 1 and 2 are a pipe this parent drains; the last :data:`LOG_KEEP_BYTES` bytes are
@@ -27,118 +37,32 @@ when its stdin closes, kills every child first.
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import json
 import os
 import selectors
+import shutil
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from torchscan_lsp.contract.messages import WarmRequest
-from torchscan_lsp.worker.limits import cap_address_space, die_with_parent, is_out_of_memory, memory_message
+from torchscan_lsp.worker import preload
+from torchscan_lsp.worker.learner import Learner
+from torchscan_lsp.worker.limits import (
+    cap_address_space,
+    die_with_parent,
+    is_out_of_memory,
+    isolate_forked_child,
+    memory_message,
+)
+from torchscan_lsp.worker.warm_up import import_base, warm_up
 
 LOG_KEEP_BYTES = 64 * 1024
 """How much of the end of a child's output is kept in its log file."""
-
-
-def preload() -> None:
-    """Import everything a job needs, so that children start warm.
-
-    torch must import (else :class:`ImportError` and the like propagate); the project's own
-    modules are imported best-effort: one that fails here fails again in the job, which reports it
-    on the target like any other worker error. Runs no tensor operation: a parent that ran one
-    would hand intra-op thread pools, which do not survive a fork, to its children.
-    """
-    import importlib
-
-    import torch  # noqa: F401 - the point is the import
-
-    # torch._dynamo is imported lazily by the first tensor made under a dispatch mode (seconds):
-    # the crawler makes one in every job.
-    for name in ("torch._dynamo", "torch.utils.flop_counter", "torchscan_lsp.engine", "torchscan_lsp.engine.inputs", "torchscan_lsp.engine.latency",
-                 "torchscan_lsp.engine.memory", "torchscan_lsp.worker.attribution", "torchscan_lsp.worker.runner",
-                 "torchscan_lsp.worker.child", "torchscan_lsp.engine.formulas"):
-        try:
-            importlib.import_module(name)
-        except Exception as error:  # noqa: BLE001 - see the docstring
-            print(f"torchscan warm worker: could not preload {name}: {error}", file=sys.stderr)
-
-
-_WARM_UP_MODEL = """
-import torch.nn as nn
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, 1, 1, bias=False)
-        self.bn = nn.BatchNorm2d(8)
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-        return self.relu(self.bn(self.conv(x)) + x)
-
-
-class Mixer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(8)
-        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 8))
-
-    def forward(self, x):
-        y = self.norm(x)
-        x = x + self.attention(y, y, y)[0]
-        return x + self.mlp(x)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        self.block = Block()
-        self.mixer = Mixer()
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = nn.Linear(8, 4)
-
-    def forward(self, x):
-        x = self.block(self.stem(x))
-        x = self.mixer(x.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(x.shape)
-        return self.head(self.pool(x).flatten(1))
-
-
-def build():
-    return Net()
-"""
-
-
-def warm_up() -> None:
-    """Run one small analysis on a single thread, so that first-call costs (dispatcher caches,
-    lazily imported modules) are paid here once instead of in every child. Failures are ignored:
-    the jobs will report them."""
-    import tempfile
-
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # no intra-op worker threads exist to be lost across a fork
-    try:
-        with tempfile.TemporaryDirectory(prefix="torchscan-warm-") as root:
-            path = os.path.join(root, "torchscan_warm_up.py")
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(_WARM_UP_MODEL)
-            from torchscan_lsp.worker.runner import run_job
-
-            result = run_job({"workspace_root": root, "file": path, "target": "build",
-                              "options": {"input_shape": [3, 32, 32]}, "measure": []})
-        if not result.get("ok"):
-            print(f"torchscan warm worker: warm-up failed: {result.get('error')}", file=sys.stderr)
-    except Exception as error:  # noqa: BLE001 - see the docstring
-        print(f"torchscan warm worker: warm-up failed: {error}", file=sys.stderr)
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass
@@ -160,16 +84,24 @@ class _Child:
             self.dropped += excess
 
 
-def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int) -> None:
-    """The forked child: isolate, run the job, write its result; never returns."""
-    status = 70
+def _job_folders(request: WarmRequest) -> list[str]:
+    """The folders whose files a job imports first: the workspace root and the target's folder."""
     try:
-        os.setsid()
-        die_with_parent(parent)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in inherited:
-            os.close(fd)
+        with open(request["job"], encoding="utf-8") as handle:
+            file = json.load(handle).get("file")
+    except (OSError, ValueError, KeyError, AttributeError):
+        file = None
+    return [request.get("cwd") or "", os.path.dirname(file) if isinstance(file, str) else ""]
+
+
+def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int, report: str,
+               packages: list[str]) -> None:
+    """The forked child: isolate, run the job, write its result and its report of the libraries it
+    imported (to ``report``); never returns. ``packages``: the parent's learned top-level packages."""
+    status = 70
+    before = set(sys.modules)
+    try:
+        isolate_forked_child(inherited, parent)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -189,12 +121,17 @@ def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], paren
 
         from torchscan_lsp.worker.child import run_job_file, write_result
 
+        preload.drop_shadowed(packages, _job_folders(request))
         result = run_job_file(request["job"])
         if memory_mb and is_out_of_memory(result):
             result["error"]["kind"] = "memory"
             result["error"]["message"] = f"{memory_message(memory_mb)}: {result['error'].get('message')}"
         write_result(request["result"], result)
         status = 0
+        try:
+            preload.write_report(report, before, request.get("cwd"))
+        except Exception as error:  # noqa: BLE001 - the job is done; only the learning is lost
+            print(f"torchscan: could not report the imported libraries: {error}", file=sys.stderr)
     finally:
         try:
             sys.stdout.flush()
@@ -207,14 +144,17 @@ class Zygote:
 
     Args:
         events: where events are written (the private copy of the original stdout).
+        scratch: a private folder for the children's reports (see :class:`~.learner.Learner`).
     """
 
-    def __init__(self, events: TextIO) -> None:
+    def __init__(self, events: TextIO, scratch: str) -> None:
         self.events = events
         self.children: dict[int, _Child] = {}
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         self.pending = b""
+        self.learner = Learner(scratch, self.send)
+        self.retired: str | None = None
 
     def send(self, **event: Any) -> None:
         """Write one event line."""
@@ -230,7 +170,15 @@ class Zygote:
         self.selector.register(0, selectors.EVENT_READ, "requests")
         self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
         while True:
-            for key, _ in self.selector.select():
+            idle = not self.children and self.learner.importing
+            ready = self.selector.select(0 if idle else None)
+            if not ready and idle:  # no job runs and nothing waits: preload a little, then look again
+                reason = self.learner.import_some(lambda: bool(self.selector.select(0)))
+                if reason is not None:
+                    self._retire(reason)
+                self._learn()
+                continue
+            for key, _ in ready:
                 if key.data == "requests":
                     if not self._read_requests():
                         self._kill_all()
@@ -253,14 +201,39 @@ class Zygote:
         self.pending += chunk
         while b"\n" in self.pending:
             line, self.pending = self.pending.split(b"\n", 1)
-            if line.strip():
-                self._start(json.loads(line))
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            if "preload" in request:
+                self.learner.offer(list(request.get("preload") or []), request.get("root"))
+                self._learn()
+            else:
+                self._start(request)
         return True
 
+    def _inherited(self) -> list[int]:
+        """This parent's file descriptors, which a forked child closes."""
+        fds = [self.wake_r, self.wake_w, self.selector.fileno(), self.events.fileno()]
+        return fds + [c.output_fd for c in self.children.values() if c.output_fd >= 0]
+
+    def _learn(self) -> None:
+        # Only while no job runs: learning must never take a core from an analysis being waited for.
+        if self.retired is None and not self.children:
+            self.learner.maybe_probe(self._inherited())
+
+    def _retire(self, reason: str) -> None:
+        self.retired = reason
+        self.send(event="retire", message=reason)  # the server logs it
+
     def _start(self, request: WarmRequest) -> None:
+        changed = self.learner.stamps.changed() if self.retired is None else None
+        if changed is not None:
+            self._retire(f"{changed} changed on disk after it was preloaded")
+        if self.retired is not None:
+            self.send(event="exited", id=request.get("id"), pid=None, status=None, retired=True, message=self.retired)
+            return
         read_fd, write_fd = os.pipe()
-        inherited = [read_fd, self.wake_r, self.wake_w, self.selector.fileno(), self.events.fileno()]
-        inherited += [c.output_fd for c in self.children.values() if c.output_fd >= 0]
+        inherited = [read_fd, *self._inherited()]
         parent = os.getpid()
         try:
             pid = os.fork()
@@ -270,7 +243,8 @@ class Zygote:
             self.send(event="exited", id=request.get("id"), pid=None, status=None, message=f"fork failed: {error}")
             return
         if pid == 0:
-            _run_child(request, write_fd, inherited, parent)
+            _run_child(request, write_fd, inherited, parent, self.learner.report_path(os.getpid()),
+                       self.learner.packages())
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         self.children[pid] = _Child(request.get("id"), request.get("log") or os.devnull, read_fd)
@@ -302,11 +276,17 @@ class Zygote:
                 return
             if pid == 0:
                 return
+            if pid == self.learner.probe_pid:
+                self.learner.probe_ended(os.waitstatus_to_exitcode(status))
+                self._learn()
+                continue
             child = self.children.pop(pid, None)
             if child is None:
                 continue
             self._drain_final(pid, child)
             self.send(event="exited", id=child.request_id, pid=pid, status=os.waitstatus_to_exitcode(status))
+            self.learner.child_ended(pid)
+            self._learn()
 
     def _drain_final(self, pid: int, child: _Child) -> None:
         """Keep the last output of an ended child and write it to its log file."""
@@ -324,20 +304,27 @@ class Zygote:
             pass  # the job's folder is gone: the server stopped waiting for it
 
     def _kill_all(self) -> None:
-        for pid in list(self.children):
+        for pid in [*self.children, *([self.learner.probe_pid] if self.learner.probe_pid else [])]:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
 
-def main() -> int:
-    """Start the warm parent; returns its exit status (1 when the imports failed)."""
+def main(argv: list[str] | None = None) -> int:
+    """Start the warm parent; returns its exit status (1 when the imports failed).
+
+    ``--scratch DIR``: the private folder for the children's reports (the server makes and removes
+    it); without it a temporary folder is made here and removed at exit.
+    """
+    parser = argparse.ArgumentParser(prog="python -m torchscan_lsp.worker.zygote")
+    parser.add_argument("--scratch", help="private folder for the children's reports")
+    args = parser.parse_args(argv)
     events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints (torch's warnings, say) must not corrupt the event channel
     die_with_parent(os.getppid())
     try:
-        preload()
+        import_base()
         warm_up()
         import torch
 
@@ -347,9 +334,17 @@ def main() -> int:
         events.write(json.dumps({"event": "failed", "message": f"{type(error).__name__}: {error}"}) + "\n")
         events.flush()
         return 1
-    zygote = Zygote(events)
-    zygote.send(event="ready", pid=os.getpid())
-    return zygote.serve()
+    scratch = args.scratch or tempfile.mkdtemp(prefix="torchscan-warm-")
+    try:
+        zygote = Zygote(events, scratch)
+        # Ready without torch._dynamo, which takes seconds to import and no job needs unless its
+        # model does: it is preloaded like a learned module once the first job has ended.
+        zygote.learner.offer(["torch._dynamo"], None)
+        zygote.send(event="ready", pid=os.getpid())
+        return zygote.serve()
+    finally:
+        if not args.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -337,7 +337,8 @@ try {
             text: document.body?.innerText.slice(0, 4000) ?? '',
           }))
           .catch(() => null);
-        if (report?.title) {
+        // fake.html is titled "Fake" until VS Code has written the page into it
+        if (report?.contentSecurityPolicy) {
           break;
         }
         report = null;

@@ -10,10 +10,13 @@ fetch (``default-src 'none'``), so opening it can never reach the network. It re
   ``measure_layer_latency``): its records are joined to the analysis layers by ``(path,
   call_index)`` and add a latency column with a bar for each call's share of the layer-latency sum.
   ``latency=`` (a ``measure_latency`` report of the whole model) and ``memory=`` (a
-  ``measure_peak_memory`` report) add their totals beside the analysis totals;
+  ``measure_peak_memory`` report) add their totals beside the analysis totals, ``training=`` (an
+  ``analyse_training_step`` report) the training step's section;
 * a **latency report** (``measure_latency``), a **per-layer latency report**
   (``measure_layer_latency``), a **benchmark comparison** (``compare_benchmarks``), a **report
-  comparison** (``compare_reports``) or a **peak-memory report** (``measure_peak_memory``).
+  comparison** (``compare_reports``), a **peak-memory report** (``measure_peak_memory``) or a
+  **training-step report** (``analyse_training_step``: FLOPs by phase, peak memory by category from
+  both methods, drawn as bars).
 
 The kind of document is detected from its keys; anything else raises ``ValueError`` (``TypeError``
 for a non-dict). Every string that comes from the model or the report (names, paths, types,
@@ -21,7 +24,8 @@ messages, versions) is escaped with :func:`html.escape`. The file is written ato
 temporary file in the same directory, then renamed), so a failure never leaves half a file.
 
 One module per kind of page: :mod:`.analysis`, :mod:`.measurements` (latency, per-layer latency,
-peak memory), :mod:`.comparisons` (benchmarks, reports); :mod:`.page` holds what they share.
+peak memory), :mod:`.comparisons` (benchmarks, reports), :mod:`.training`; :mod:`.page` holds what
+they share.
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from torchscan_lsp.engine.html.analysis import render_analysis
 from torchscan_lsp.engine.html.comparisons import render_benchmark_comparison, render_report_comparison
 from torchscan_lsp.engine.html.measurements import render_latency, render_layer_latency, render_memory
 from torchscan_lsp.engine.html.page import CONTENT_SECURITY_POLICY, page
+from torchscan_lsp.engine.html.training import render_training, training_section
 
 __all__ = ["render_report", "report_kind", "CONTENT_SECURITY_POLICY", "KINDS"]
 
 #: Document kinds :func:`render_report` understands.
-KINDS = ("analysis", "latency", "layer_latency", "benchmark_comparison", "report_comparison", "peak_memory")
+KINDS = ("analysis", "latency", "layer_latency", "benchmark_comparison", "report_comparison", "peak_memory",
+         "training_step")
 
 _MEMORY_METRICS = ("pytorch_tensor_bytes", "pytorch_reserved_bytes")
 
@@ -50,6 +56,7 @@ _RENDERERS = {
     "benchmark_comparison": render_benchmark_comparison,
     "report_comparison": render_report_comparison,
     "peak_memory": render_memory,
+    "training_step": render_training,
 }
 
 
@@ -63,7 +70,7 @@ def report_kind(document: Any) -> str:
     if not isinstance(document, dict):
         raise TypeError(f"render_report needs a report dict, got {type(document).__name__}.")
     declared = document.get("kind")
-    if declared in ("latency", "layer_latency", "benchmark_comparison"):
+    if declared in ("latency", "layer_latency", "benchmark_comparison", "training_step"):
         kind = declared
     elif "metric" in document and "peak_bytes" in document and document.get("metric") in _MEMORY_METRICS:
         kind = "peak_memory"
@@ -81,7 +88,8 @@ def report_kind(document: Any) -> str:
             "render_report cannot tell what kind of document this is: expected an analysis report "
             "(crawl_module), a latency report (measure_latency), a per-layer latency report "
             "(measure_layer_latency), a benchmark comparison (compare_benchmarks), a report comparison "
-            f"(compare_reports) or a peak-memory report (measure_peak_memory); got a dict with keys [{keys}]."
+            "(compare_reports), a peak-memory report (measure_peak_memory) or a training-step report "
+            f"(analyse_training_step); got a dict with keys [{keys}]."
         )
     version = document.get("schema_version", SCHEMA_VERSION if kind == "peak_memory" else None)
     if version != SCHEMA_VERSION:
@@ -96,6 +104,7 @@ def render_report(
     layer_latency: dict[str, Any] | None = None,
     latency: dict[str, Any] | None = None,
     memory: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None,
     title: str | None = None,
 ) -> Path:
     """Write ``document`` as one self-contained, offline HTML file at ``path``; return the path.
@@ -108,6 +117,7 @@ def render_report(
             records are joined to the layers by ``(path, call_index)``.
         latency: with an analysis report only: a ``measure_latency`` report of the whole model.
         memory: with an analysis report only: a ``measure_peak_memory`` report.
+        training: with an analysis report only: an ``analyse_training_step`` report.
         title: the page title (escaped); by default derived from the document.
 
     Raises:
@@ -118,8 +128,9 @@ def render_report(
             names ``path``.
     """
     kind = report_kind(document)
-    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory}
-    expected = {"layer_latency": "layer_latency", "latency": "latency", "memory": "peak_memory"}
+    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training}
+    expected = {"layer_latency": "layer_latency", "latency": "latency", "memory": "peak_memory",
+                "training": "training_step"}
     for name, attached in attachments.items():
         if attached is None:
             continue
@@ -129,6 +140,8 @@ def render_report(
             raise ValueError(f"{name}= must be a {expected[name]} report, got a {report_kind(attached)} document.")
     if kind == "analysis":
         page_title, subtitle, body = render_analysis(document, layer_latency, latency, memory)
+        if training is not None:
+            body += training_section(training)
     else:
         page_title, subtitle, body = _RENDERERS[kind](document)
     text = page(title if title is not None else page_title, subtitle, body)

@@ -1,0 +1,160 @@
+"""The estimated peak memory of a training step: the step run on fake tensors, for any model size.
+
+``estimate_training_memory`` calls the factory under ``torch._subclasses.fake_tensor.FakeTensorMode``
+(tensors carry shapes, dtypes and storage sizes but no data: a 7B-parameter model costs no memory),
+creates the optimizer's state (one step on zero gradients, so that the step estimated is a
+steady-state one), then runs one step -- forward, loss, backward, optimizer step -- under
+:class:`~.tracker.PhaseMemTracker` (PyTorch's ``MemTracker``), optionally counting its FLOPs in the
+same pass.
+
+What it counts: the bytes of every tensor storage live at each moment of the step, by category --
+``parameters``, ``buffers``, ``gradients``, ``optimizer_state``, ``activations`` (tensors the forward
+created: what autograd saved, the output, the loss), ``temporaries`` (created in the backward and the
+optimizer step and freed before the step ends; the optimizer's are the share of its tensors above the
+state that persists), ``inputs`` (the step's inputs and targets). What it leaves out: the Python
+heap, allocator caching and fragmentation (on CPU the allocator returns memory at once; on CUDA see
+:mod:`.cuda` for what is derived), memory a C++ kernel allocates internally without returning it as
+a tensor (e.g. oneDNN scratch space), and tensors the factory keeps elsewhere (a closure, a global)
+that the step never produces or receives. A model built on the meta device is materialised as fake
+CPU tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
+
+from torchscan_lsp.engine.report import metric_result
+from torchscan_lsp.engine.training.flops import TrainingFlopCounter
+from torchscan_lsp.contract.training import parse_train_options
+from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
+
+__all__ = ["METHOD_MEM_TRACKER", "estimate_training_memory", "track_step"]
+
+#: The method label of estimated training memory.
+METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensorMode"
+
+
+def _with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:
+    """Move the optimizer step's own temporaries (tagged as optimizer state by ``MemTracker``: it
+    tags everything created inside ``optimizer.step``) from ``optimizer_state`` to ``temporaries``.
+    The state only grows during the step, so what exceeds the state left after it is temporary."""
+    split = dict(categories)
+    extra = max(0, split["optimizer_state"] - state_bytes)
+    split["optimizer_state"] -= extra
+    split["temporaries"] += extra
+    return split
+
+
+def _path(fqn: str, root_label: str) -> str:
+    if fqn == root_label:
+        return ""
+    return fqn[len(root_label) + 1:] if fqn.startswith(root_label + ".") else fqn
+
+
+def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping: Any = None) -> dict[str, Any]:
+    """Run ``step`` once under a :class:`PhaseMemTracker` (and a FLOP counter when asked) and report.
+
+    Returns the estimate's fields (see :func:`estimate_training_memory`) without ``options``.
+    """
+    # imported here: MemTracker's module imports torch.distributed and the compiler stack (over a
+    # second), which no analysis but a training step needs
+    from torchscan_lsp.engine.training.tracker import PhaseMemTracker, categories_of
+
+    tracker = PhaseMemTracker()
+    externals = [leaf for leaf in tree_flatten((step.args, step.kwargs, step.targets))[0] if isinstance(leaf, torch.Tensor)]
+    tracker.track_external(step.model, step.optimizer, *externals)
+    counter = TrainingFlopCounter(step.model, custom_mapping) if count_flops else None
+
+    def on_phase(name: str) -> None:
+        tracker.enter_phase(name)
+        if counter is not None:
+            counter.enter_phase(name)
+
+    with tracker:
+        if counter is not None:
+            with counter:
+                step.run(on_phase)
+        else:
+            step.run(on_phase)
+        tracker.enter_phase(None)
+    persistent = categories_of(tracker.get_tracker_snapshot("current"))
+    state = persistent["optimizer_state"]
+    phases = {
+        name: {
+            "peak_bytes": total,
+            "by_category": _with_optimizer_split(categories_of(snapshot), state),
+            "end_by_category": _with_optimizer_split(categories_of(tracker.phase_ends[name]), state),
+        }
+        for name, (total, snapshot) in tracker.phase_peaks.items()
+    }
+    peak_phase = max(PHASES, key=lambda name: (phases[name]["peak_bytes"], -PHASES.index(name)))
+    peak = phases[peak_phase]["peak_bytes"]
+    root_label = type(step.model).__name__
+    result: dict[str, Any] = {
+        "method": METHOD_MEM_TRACKER,
+        "foreach": step.foreach,
+        "peak": metric_result(status="complete", value=peak, unit="bytes", scope="workload", method=METHOD_MEM_TRACKER),
+        "peak_phase": peak_phase,
+        "by_category": phases[peak_phase]["by_category"],
+        "phases": phases,
+        "persistent": {"bytes": sum(persistent.values()), "by_category": persistent},
+        "by_module": {_path(fqn, root_label): record for fqn, record in sorted(tracker.module_stats())},
+        "cuda": tracker.cuda.report(),
+    }
+    if counter is not None:
+        result["flops"] = counter.report()
+    return result
+
+
+def estimate_training_memory(
+    build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
+    target_device: str = "cpu", count_flops: bool = True, custom_mapping: Any = None,
+) -> dict[str, Any]:
+    """Estimate one training step of the model ``build()`` returns, on fake tensors.
+
+    Args:
+        build: a zero-argument factory (see :mod:`.step` for what it may return); it is called under
+            ``FakeTensorMode``, so it must not read tensor values (``.item()``, ``.tolist()``).
+        train: the ``train={...}`` options (:func:`~.options.parse_train_options`).
+        input_shape, input_dtype: generated inputs, for a factory that returns only a model.
+        target_device: the device type the step is estimated for; it decides PyTorch's default
+            ``foreach`` (the tensors themselves are fake CPU tensors either way).
+        count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`).
+        custom_mapping: extra FLOP formulas (``{packet: formula}``).
+
+    Returns:
+        ``{"method", "options", "foreach", "peak"`` (a bytes metric), ``"peak_phase"`` (``forward``,
+        ``backward`` or ``optimizer_step``), ``"by_category"`` (bytes at the peak),
+        ``"phases"`` (each phase's ``peak_bytes``, ``by_category`` at its peak and ``end_by_category``
+        when it ended; the optimizer step ends once the output and the loss are released),
+        ``"persistent"`` (what stays live between
+        steps: parameters, buffers, optimizer state, inputs), ``"by_module"`` (path -> parameters,
+        buffers, inputs, outputs, forward and backward peak bytes), ``"cuda"`` (:mod:`.cuda`'s
+        derived figures) and ``"flops"`` when counted}.
+
+    Raises:
+        RuntimeError: this PyTorch has no ``MemTracker``.
+        Any error of the factory or of the step, unchanged (e.g. ``DataDependentOutputException``
+        for a model that reads tensor values).
+    """
+    from torchscan_lsp.engine.training.tracker import MEM_TRACKER_AVAILABLE
+
+    if not MEM_TRACKER_AVAILABLE:
+        raise RuntimeError(
+            f"PyTorch {torch.__version__} has no torch.distributed._tools.mem_tracker.MemTracker (PyTorch 2.4 or "
+            "later, built with torch.distributed), so training memory cannot be estimated."
+        )
+    options = parse_train_options(train)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        step = build_training_step(
+            build, options, input_shape=input_shape, input_dtype=input_dtype,
+            foreach_device=target_device.split(":", 1)[0], materialise=True,
+        )
+        step.init_optimizer_state()
+        result = track_step(step, count_flops=count_flops, custom_mapping=custom_mapping)
+    return {"method": result.pop("method"), "options": options.as_dict(), **result}

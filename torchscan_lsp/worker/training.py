@@ -1,0 +1,45 @@
+"""The training-step measurement of a job: ``analyse_training_step`` on the target's factory.
+
+It runs when the job asks for ``train`` (the "Measure training step" code lens, ``scan --train``,
+``measure=["train"]``): both memory methods, the estimate on fake tensors and a real step; and, by
+itself, whenever the target's options hold ``train`` or ``train_memory`` (a pragma's, or the
+workspace's ``[tool.torchscan-lsp]``): the estimate alone, which allocates nothing, so that a step
+over its budget is a warning as soon as the file is saved. The factory is called again for each
+method (the analysis's model is left as it is); a failure is the measurement's record, located as a
+forward error, and never fails the job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchscan_lsp.worker.errors import Blame
+from torchscan_lsp.worker.measurements import failed
+from torchscan_lsp.worker.options import torch_dtype
+
+__all__ = ["automatic", "measure_training"]
+
+
+def automatic(options: dict[str, Any]) -> bool:
+    """Whether the options ask for a training step without asking to measure it."""
+    return options.get("train") is not None or options.get("train_memory") is not None
+
+
+def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, blame: Blame) -> dict[str, Any]:
+    """The training report of the target ``factory`` under the job's ``options`` (its ``train``
+    options, ``train_memory`` budget, ``input_shape``, ``dtype`` and ``device``); with ``measured``
+    false the estimate alone."""
+    from torchscan_lsp.engine.training import analyse_training_step
+
+    train = options.get("train") or {}
+    shape = options.get("input_shape")
+    dtype = options.get("dtype")
+    try:
+        return analyse_training_step(
+            factory, train=train, input_shape=shape,
+            input_dtype=torch_dtype(dtype) if dtype is not None and shape is not None else None,
+            device=train.get("device") or options.get("device"), memory_budget=options.get("train_memory"),
+            measure=measured,
+        )
+    except Exception as error:  # noqa: BLE001 - the analysis stands; this measurement failed alone
+        return failed(error, blame)
