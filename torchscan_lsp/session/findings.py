@@ -29,14 +29,13 @@ from torchscan_lsp.contract.messages import is_library
 from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
 from torchscan_lsp.session.gaps import MAX_NAMES, PARAMETER_CODES, concern, known_text, named_operators, reasons
 from torchscan_lsp.session.headline import MODULES, OPERATORS, Method, method
-from torchscan_lsp.session.results import ResultView, Site
+from torchscan_lsp.session.results import LISTED_OPERATOR, ResultView, Site
 from torchscan_lsp.session.state import TargetState
 
 __all__ = ["Finding", "receptive_field_applies", "result_findings"]
 
 _QUOTED = re.compile(r"'[^']*'")
 _OBSERVED = re.compile(r"observed (\d+) time")
-_LISTED = re.compile(r"([A-Za-z_][\w.]*) x(\d+)")
 
 
 @dataclass(frozen=True)
@@ -160,7 +159,7 @@ class _Folder:
             found = self.view.container_operators(path, site) if site is not None else {}
             if not found:  # no source map for it (the target line): the engine's own list
                 message = next(str(d.get("message", "")) for d in diagnostics if d.get("path") == path)
-                found = {op: int(calls) for op, calls in _LISTED.findall(message)}
+                found = {op: int(calls) for op, calls in LISTED_OPERATOR.findall(message)}
             for name, calls in found.items():
                 operators[name] = operators.get(name, 0) + calls
         named = named_operators(op + (f" ×{calls}" if calls > 1 else "") for op, calls in operators.items())

@@ -11,7 +11,6 @@ two methods differ and why.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,7 +18,7 @@ from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
 from torchscan_lsp.contract.report import DIAGNOSTIC_NOT_APPLICABLE, ancestors, in_subtree
 from torchscan_lsp.session.headline import MODULES, OPERATORS, Method, method, other
-from torchscan_lsp.session.results import ResultView
+from torchscan_lsp.session.results import LISTED_OPERATOR, ResultView
 
 __all__ = ["ADVISORY_METRICS", "PARAMETER_CODES", "concern", "named_operators", "known_text", "reasons",
            "difference_note"]
@@ -34,8 +33,6 @@ PARAMETER_CODES = frozenset({"packed_parameters", "uninitialized_parameters"})
 MAX_NAMES = 3
 """Operators, types or paths a phrase names before it says how many more."""
 
-_LISTED = re.compile(r"([A-Za-z_][\w.]*) x\d+")
-"""An ``aten.add x2`` item of the operator list a ``container_work`` message ends with."""
 
 _UNSUPPORTED = "Module type not supported: "
 
@@ -108,7 +105,7 @@ def _operator_reasons(view: ResultView, roots: tuple[str, ...]) -> list[str]:
 def _container_operators(view: ResultView, diagnostics: list[Mapping[str, Any]]) -> list[str]:
     names: dict[str, None] = {}
     for diagnostic in diagnostics:
-        listed = _LISTED.findall(str(diagnostic.get("message", "")))
+        listed = [name for name, _ in LISTED_OPERATOR.findall(str(diagnostic.get("message", "")))]
         names.update(dict.fromkeys(view.own_operators(str(diagnostic["path"])) or listed))
     return list(names)
 

@@ -32,8 +32,9 @@ Site = tuple[str, int]
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
 
-_LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x\d+")
-"""An ``aten.add x2`` item of the operator list a ``container_work`` message ends with."""
+LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x(\d+)")
+"""An ``aten.add x2`` item (the operator, its calls) of the operator list a ``container_work``
+message ends with."""
 
 
 @dataclass
@@ -323,7 +324,7 @@ class ResultView:
         operators the message lists (of all the container's own work, when it lists none we know)
         while that container's call was the innermost. Empty for a result without that record."""
         own = self._ops_by_module.get(diagnostic["path"], [])
-        listed = set(_LISTED_OPERATOR.findall(diagnostic.get("message", "")))
+        listed = {name for name, _ in LISTED_OPERATOR.findall(diagnostic.get("message", ""))}
         sites = ([site for site, op in own if op.get("operator") in listed]
                  or [site for site, op in own if not op.get("ignored")])
         return sorted(set(sites))
