@@ -188,3 +188,37 @@ def test_the_gpt_example_hints_every_line_that_builds_or_computes():
     # 4 heads × 16 × 16 = 1,024 scores of width 16, Q Kᵀ and P V 2·2·1,024·16 = 65,536, the scaling
     # 1,024, the softmax 3·1,024 − 4·16 = 3,008: 69,568. 593,856 each, 1,187,712 in all, complete
     assert hints[line_of(text, "class CausalSelfAttention")] == "×2 · 33.3k params · 1.19 MFLOPs"
+
+
+def test_the_headline_flag_shows_the_module_formulas_and_their_gaps(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "res.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+
+        class Res(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x) + x
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return Res()
+    """).lstrip("\n"), encoding="utf-8")
+    text = (tmp_path / "res.py").read_text(encoding="utf-8")
+    # Linear(4, 4) on (1, 4): 20 parameters, 16 MACs; its addmm 2·4·4 = 32 FLOPs, the residual add 4:
+    # 36 dispatched FLOPs, complete. Its module formula 4·(2·4 − 1) + 4 = 32 FLOPs misses the add.
+    code, lines, stderr = _check(tmp_path, "res.py")
+    assert code == 0, stderr
+    assert f"res.py:{line_of(text, 'def build')}:13: hint: 20 params · 16 MACs · 36 FLOPs" in lines
+    assert not [line for line in lines if ": warning: " in line or ": info: " in line]
+    code, lines, stderr = _check(tmp_path, "res.py", "--headline", "modules")
+    assert code == 0, stderr
+    assert f"res.py:{line_of(text, 'def build')}:13: hint: 20 params · 16 MACs · ≥ 32 FLOPs" in lines
+    (warning,) = [line for line in lines if ": warning: " in line]
+    assert warning.startswith(f"res.py:{line_of(text, 'return self.fc(x) + x')}:9: warning: aten.add in the own forward "
+                              "of `(root)`: no module formula counts it")

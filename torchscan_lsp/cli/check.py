@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+from torchscan_lsp.session.settings import HEADLINES
 from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
 
@@ -41,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--memory-limit-mb", type=float, metavar="MIB",
                         help="memory allowed per analysis, MiB (default: 8192)")
     parser.add_argument("--no-hints", action="store_true", help="print diagnostics only")
+    parser.add_argument("--headline", choices=HEADLINES,
+                        help="the counting method the hints show and warn about: the dispatched operators "
+                        "(default) or the module formulas (the setting torchscan.headline)")
     parser.set_defaults(run=run)
     return parser
 
@@ -53,7 +57,7 @@ def _display(path: Path) -> str:
 
 
 async def check(files: list[SourceFile], root: Path, *, python: str | None, timeout: float | None, hints: bool,
-                memory_mb: float | None = None) -> tuple[list[str], int]:
+                memory_mb: float | None = None, headline: str | None = None) -> tuple[list[str], int]:
     """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files`) under ``root``;
     returns the output lines and the number of errors."""
     from lsprotocol import types
@@ -64,7 +68,8 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     from torchscan_lsp.server.positions import Lines
     from torchscan_lsp.contract.messages import is_library
 
-    session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb)
+    session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb,
+                                        headline=headline)
     documents, unreadable = session.open_files(files, str(root))
     time_alone(session)
     for document in documents:
@@ -123,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.root).resolve() if args.root else find_root(paths)
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
-                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb))
+                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb,
+                                      headline=args.headline))
     for line in lines:
         print(line)
     return 1 if errors else 0

@@ -169,10 +169,13 @@ def difference_note(view: ResultView, roots: Iterable[str], metrics: Mapping[str
                 is_lower_bound(metrics.get(name)) for name in (against.flops, against.macs)) else ""
             if why:
                 notes.append(f"{counted.title.capitalize()} miss " + "; ".join(why) + tail + ".")
-    if not notes:
-        modules, operators = (metric_value(metrics.get(m.flops)) for m in (MODULES, OPERATORS))
-        if isinstance(modules, (int, float)) and isinstance(operators, (int, float)) and modules != operators:
-            notes.append(f"The module formulas count {fmt.number(abs(modules - operators), 'FLOPs')} "
-                         f"{'more' if modules > operators else 'fewer'} than the dispatched operators: a formula "
-                         "follows the layer's definition, the operators what PyTorch's kernels ran (docs/metrics.md).")
+    apart = []
+    for unit, (modules, operators) in (("FLOPs", (MODULES.flops, OPERATORS.flops)), ("MACs", (MODULES.macs, OPERATORS.macs))):
+        first, second = metrics.get(modules) or {}, metrics.get(operators) or {}
+        if first.get("status") == second.get("status") == "complete" and first.get("value") != second.get("value"):
+            delta = first["value"] - second["value"]
+            apart.append(f"{fmt.number(abs(delta), unit)} {'more' if delta > 0 else 'fewer'}")
+    if apart:
+        notes.append(f"The module formulas count {' and '.join(apart)} than the dispatched operators: a formula "
+                     "follows the layer's definition, the operators what PyTorch's kernels ran (docs/metrics.md).")
     return " ".join(notes)
