@@ -53,6 +53,21 @@ async def test_model_prints_go_to_the_log(tmp_path):
     assert "xxxxxxxxxx" in result["log_tail"] and "noise on stderr" in result["log_tail"]
 
 
+async def test_the_profilers_own_chatter_is_not_the_models_output(tmp_path):
+    # A peak-memory measurement runs torch.profiler, whose C++ library writes these two lines to
+    # stderr at every start and stop; the model's own print stays.
+    job = _job(tmp_path, "profiled.py", """
+        import torch
+        print("the model speaks")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
+            torch.ones(3)
+        raise ImportError("stop here")
+    """)
+    result = await client.run(job, python=sys.executable, timeout_s=60)
+    assert "the model speaks" in result["log_tail"]
+    assert "profiler_start" not in result["log_tail"] and "USDT:" not in result["log_tail"]
+
+
 async def test_cancellation_kills_the_worker(tmp_path):
     marker = tmp_path / "pid.txt"
     job = _job(tmp_path, "hangs.py", f"""

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from torchscan_lsp.worker import preload
+from torchscan_lsp.worker import preload, sites
 from torchscan_lsp.worker.limits import isolate_forked_child
 
 
@@ -122,7 +122,9 @@ class Learner:
                 self._new_skips[name] = contaminated.reason
                 self._announce()
                 return f"preloading {contaminated}"
-            self.stamps.add(module for module in list(sys.modules) if module not in before)
+            imported = [module for module in list(sys.modules) if module not in before]
+            self.stamps.add(imported)
+            sites.resolve_module_files(imported)
             if error is not None:
                 self._new_skips[name] = error
             elif name not in self.preloaded:

@@ -25,7 +25,7 @@ import sys
 import sysconfig
 import types
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import torch
 
@@ -48,6 +48,16 @@ _INSTALLED_PARTS = {"site-packages", "dist-packages"}
 @functools.lru_cache(maxsize=65536)
 def _realpath(filename: str) -> str:
     return os.path.realpath(filename)
+
+
+def resolve_module_files(names: Iterable[str]) -> None:
+    """Resolve the files of the modules ``names`` now (the warm parent, after preloading them), so
+    that every child forked later inherits the answers: a job's first look at ``sys.modules``
+    otherwise resolves each of the thousands of files a library such as ``transformers`` loaded."""
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str):
+            _realpath(file)
 
 
 def _under(real: str, folder: str) -> bool:

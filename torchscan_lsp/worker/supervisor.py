@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -39,6 +40,11 @@ REAP_LIMIT_S = 10.0
 
 LOG_TAIL_CHARS = 4000
 """How much of the end of a job's output a result carries (``log_tail``) and the server logs."""
+
+_PROFILER_CHATTER = re.compile(r"^(?:USDT|STAGE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] .*\n?", re.MULTILINE)
+"""Lines PyTorch's profiler library (kineto) writes to stderr at every start and stop, whatever its
+log level (``USDT:... profiler_start``, ``STAGE:... Completed Stage``): what our own memory
+measurement makes it say, not what the model printed."""
 
 
 class JobProcess(Protocol):
@@ -123,7 +129,7 @@ def outcome(job: Mapping[str, Any], status: int | None, limit: str | None, *, re
     """The result of a finished job process: what it wrote, or a failure saying why it wrote
     nothing (``limit`` from :func:`supervise`, else the exit ``status``). The end of its output
     comes back as ``log_tail`` and goes to the server's log."""
-    text = read_end(log_path)
+    text = _PROFILER_CHATTER.sub("", read_end(log_path))
     log_tail = text[-LOG_TAIL_CHARS:]
     if log_tail:
         log.info("output of the analysis of %s (last %d characters):\n%s", job.get("target"), len(log_tail), log_tail)

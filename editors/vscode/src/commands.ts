@@ -14,6 +14,7 @@ export const CLIENT_COMMANDS = {
   showReport: 'torchscan-lsp.showReport',
   measureLatency: 'torchscan-lsp.measureLatency',
   measureMemory: 'torchscan-lsp.measureMemory',
+  measureTraining: 'torchscan-lsp.measureTraining',
   restart: 'torchscan-lsp.restart',
   showLog: 'torchscan-lsp.showLog',
 } as const;
@@ -93,6 +94,9 @@ export function registerCommands(session: ServerSession, log: vscode.LogOutputCh
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.measureMemory, () =>
       serverCommand(SERVER_COMMANDS.measureMemory, true),
+    ),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.measureTraining, () =>
+      serverCommand(SERVER_COMMANDS.measureTraining, true),
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.restart, () => session.restart()),
     vscode.commands.registerCommand(CLIENT_COMMANDS.showLog, () => log.show()),

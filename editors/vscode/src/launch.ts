@@ -19,4 +19,5 @@ export const SERVER_COMMANDS = {
   showReport: 'torchscan.showReport',
   measureLatency: 'torchscan.measureLatency',
   measureMemory: 'torchscan.measureMemory',
+  measureTraining: 'torchscan.measureTraining',
 } as const;

@@ -59,13 +59,14 @@ afterEach(async () => {
   vi.mocked(vscode.commands.registerCommand).mockClear();
 });
 
-test('registers the six palette commands', async () => {
+test('registers the seven palette commands', async () => {
   useWorkspace({ trusted: true });
   await activated();
   const ids = vi.mocked(vscode.commands.registerCommand).mock.calls.map((call) => call[0]);
   expect(ids.sort()).toEqual([
     'torchscan-lsp.measureLatency',
     'torchscan-lsp.measureMemory',
+    'torchscan-lsp.measureTraining',
     'torchscan-lsp.reanalyze',
     'torchscan-lsp.restart',
     'torchscan-lsp.showLog',
