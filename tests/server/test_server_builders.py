@@ -290,15 +290,16 @@ def test_hover_cards():
     target = build_hover("net.py", 4, [state])
     assert "Parameters: 368" in target
     # both methods in one table, the headline first, each named
-    assert ("| dispatched operators (shown) | ≥ 389 kFLOPs | ≥ 195 kMACs | — | `torch.utils.flop_counter.FlopCounterMode`, "
-            "`torchscan_operator_macs` |") in target
-    assert "| module formulas | ≥ 389 kFLOPs | ≥ 195 kMACs | ? DMAs | `torchscan_module_formula` |" in target
+    assert "| **dispatched operators** (shown) | ≥ 389 kFLOPs | ≥ 195 kMACs | — |" in target
+    assert "| module formulas | ≥ 389 kFLOPs | ≥ 195 kMACs | ? DMAs |" in target
+    assert ("_Methods: dispatched operators: `torch.utils.flop_counter.FlopCounterMode`, `torchscan_operator_macs`; "
+            "module formulas: `torchscan_module_formula`._") in target
     # where they differ, and why: each misses what the other counted
     assert "Module formulas miss modules without a formula: Odd" in target
     assert "Dispatched operators miss aten.mean (1 call), without a FLOP formula." in target
     assert "| `conv` | Conv2d | 389 kFLOPs | (1, 8, 30, 30) |" in target   # top module first
     odd = build_hover("net.py", 9, [state])
-    assert "| dispatched operators (shown) | 8 FLOPs | 0 MACs |" in odd and "| module formulas | ≥ 0 FLOPs | ≥ 0 MACs |" in odd
+    assert "| **dispatched operators** (shown) | 8 FLOPs | 0 MACs |" in odd and "| module formulas | ≥ 0 FLOPs | ≥ 0 MACs |" in odd
     assert "Module formulas miss modules without a formula: Odd: the dispatched operators count it." in odd
     assert "complete" not in odd   # no status word contradicts the table
     heads = build_hover("net.py", 8, [state])

@@ -76,7 +76,7 @@ async def test_conv_hints_hover_lenses(client):
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=target - 1, character=4)))
     assert "Parameters: 224 (224 trainable, 0 frozen, 896 B)" in hover.contents.value   # 224 · 4 bytes
     # both methods agree here: the dispatcher's convolution is 2·194,400 = 388,800 FLOPs too
-    assert "| dispatched operators (shown) | 389 kFLOPs | 194 kMACs | — |" in hover.contents.value
+    assert "| **dispatched operators** (shown) | 389 kFLOPs | 194 kMACs | — |" in hover.contents.value
     assert "| module formulas | 389 kFLOPs | 194 kMACs |" in hover.contents.value
 
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(

@@ -34,16 +34,20 @@ def _methods_of(metrics: Mapping[str, Any], names: tuple[str, ...], fallback: st
 
 def methods_table(view: ResultView, roots: list[str], metrics: Mapping[str, Any], headline: str = DEFAULT_HEADLINE) -> str:
     """Both methods' FLOPs, MACs and DMAs in ``metrics`` (the totals, or a module summary of the
-    modules at ``roots``) in one table, the headline's first and marked ``(shown)``, each with its
-    method label; then one line on where they differ and why (:func:`~torchscan_lsp.session.gaps.difference_note`)."""
-    rows = ["| method | FLOPs | MACs | DMAs | counted by |", "| --- | --- | --- | --- | --- |"]
+    modules at ``roots``) in one narrow table, the headline's first and in bold; their method labels
+    on one line below it (long, so not a column: a hover must fit beside the code); then one line
+    on where they differ and why (:func:`~torchscan_lsp.session.gaps.difference_note`)."""
+    rows = ["| | FLOPs | MACs | DMAs |", "| --- | --- | --- | --- |"]
+    labels_line = []
     for shown in (method(headline), other(headline)):
         dmas = fmt.metric_text(metrics.get(shown.dmas), "DMAs") if shown.dmas else "—"
-        rows.append(f"| {shown.title}{' (shown)' if shown is method(headline) else ''} "
-                    f"| {fmt.metric_text(metrics.get(shown.flops), 'FLOPs')} | {fmt.metric_text(metrics.get(shown.macs), 'MACs')} "
-                    f"| {dmas} | {_methods_of(metrics, shown.metrics, shown.title)} |")
+        title = f"**{shown.title}** (shown)" if shown is method(headline) else shown.title
+        rows.append(f"| {title} | {fmt.metric_text(metrics.get(shown.flops), 'FLOPs')} "
+                    f"| {fmt.metric_text(metrics.get(shown.macs), 'MACs')} | {dmas} |")
+        labels_line.append(f"{shown.title}: {_methods_of(metrics, shown.metrics, shown.title)}")
     note = difference_note(view, roots, metrics, headline)
-    return "\n".join(rows) + (f"\n\n{note}" if note else "")
+    text = "\n".join(rows) + "\n\n_Methods: " + "; ".join(labels_line) + "._"
+    return text + (f"\n\n{note}" if note else "")
 
 
 def _output(view: ResultView, path: str) -> str:
