@@ -60,7 +60,11 @@ def test_sgd_without_momentum_by_hand():
     assert estimate["phases"]["forward"]["end_by_category"]["activations"] == H + OUT + LOSS
     measured = measure_training_memory(mlp, train={"optimizer": "sgd", "batch": 32}, **OPTIONS)
     assert measured["peak"]["value"] == SGD_PEAK
-    assert measured["by_category"]["parameters"] == P and measured["by_category"]["optimizer_state"] == 0
+    assert measured["peak_phase"] == "backward"
+    # each category means the same in both methods: the measured step's split is the hand-derived
+    # one above (gradients = what is in .grad: W2 + B2, not W0 + B0, which are still being computed),
+    # and nothing is left unattributed
+    assert measured["by_category"] == {**SGD_BY_CATEGORY, "untracked": 0}
     assert sum(measured["by_category"].values()) == SGD_PEAK
 
 
@@ -105,8 +109,14 @@ def test_adamw_by_hand(foreach, temporaries):
     assert estimate["phases"]["forward"]["by_category"]["optimizer_state"] == ADAMW_STATE
     assert estimate["persistent"]["bytes"] == P + ADAMW_STATE + X
     measured = measure_training_memory(mlp, train=train, **OPTIONS)
-    assert measured["by_category"]["optimizer_state"] == ADAMW_STATE
-    assert abs(measured["peak"]["value"] - peak) <= 16  # the profiler also sees a few scalar tensors
+    # the profiler also sees a few 4-byte scalar tensors: Python scalars (beta, lr) that the dispatcher
+    # wraps as 0-dim tensors, more of them while the step runs under the tracker that splits it
+    assert abs(measured["peak"]["value"] - peak) <= 32
+    # the same categories as the estimate at its peak, the scalars under untracked
+    by_category = dict(measured["by_category"])
+    assert 0 <= by_category.pop("untracked") <= 32
+    assert by_category == estimate["by_category"]
+    assert sum(measured["by_category"].values()) == measured["peak"]["value"]
 
 
 def test_side_by_side_with_a_budget():

@@ -6,10 +6,19 @@ gradients, as for the estimate), then one step runs inside :func:`~torchscan_lsp
 and MPS the caching allocator's peak statistics.
 
 What it counts: on CPU, the tensor bytes the profiler tracked (tensors alive before the step that
-the step used -- parameters, optimizer state, inputs -- and every tensor it allocated), with the
-profiler's own categories at the peak (``peak_by_category``: parameters, optimizer state, inputs,
-temporaries, activations, gradients, autograd detail, unknown); on CUDA, the allocator's reserved
-peak (and its allocated peak), which include block rounding and cached free blocks but no category.
+the step used -- parameters, optimizer state, inputs -- and every tensor it allocated); on CUDA, the
+allocator's reserved peak (and its allocated peak), which include block rounding and cached free
+blocks.
+
+Categories: the same real step also runs under the estimate's tracker (:func:`.estimate.track_step`,
+PyTorch's ``MemTracker`` on the real tensors), so each category means what it means in the
+estimate -- ``parameters`` the parameters' storage, ``gradients`` the ``.grad`` storage,
+``optimizer_state``, ``activations`` (the forward's tensors), ``temporaries`` (the backward's and the
+optimizer step's until they reach ``.grad`` or the state), ``buffers`` and ``inputs`` -- and
+``untracked`` is what the measured peak holds beyond the tracker's (a kernel's scratch buffers; on
+CUDA, block rounding is already in the allocated peak the tracker is held against). The profiler's
+own categories, which follow other rules (a weight gradient is a gradient from its allocation, a
+buffer is ``unknown``), stay in ``memory["peak_by_category"]``.
 What it leaves out: the Python heap and the process's resident memory (RSS), memory outside
 PyTorch's allocators, and tensors alive before the step that it never touched.
 """
@@ -23,8 +32,8 @@ import torch
 
 from torchscan_lsp.engine.memory import measure_peak_memory
 from torchscan_lsp.engine.report import metric_result
-from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
+from torchscan_lsp.engine.training.estimate import track_step
 from torchscan_lsp.engine.training.step import build_training_step
 
 __all__ = ["METHOD_MEASURED", "measure_training_memory"]
@@ -50,9 +59,10 @@ def measure_training_memory(
 
     Returns:
         ``{"method", "options", "foreach", "device", "metric"`` (``pytorch_tensor_bytes`` on CPU,
-        ``pytorch_reserved_bytes`` on CUDA/MPS), ``"peak"`` (a bytes metric), ``"by_category"``
-        (CPU: the profiler's categories at the peak; ``None`` where the backend cannot say) and
-        ``"memory"`` (the full ``measure_peak_memory`` report), and ``"flops"`` when counted}.
+        ``pytorch_reserved_bytes`` on CUDA/MPS), ``"peak"`` (a bytes metric), ``"peak_phase"`` (the
+        phase of the tracker's peak), ``"by_category"`` (:func:`measured_categories`: the estimate's
+        categories and ``untracked``, bytes, summing to the measured peak) and ``"memory"`` (the full
+        ``measure_peak_memory`` report), and ``"flops"`` when counted}.
 
     Raises:
         RuntimeError: the model is on the meta device, or the device is unavailable.
@@ -65,16 +75,13 @@ def measure_training_memory(
         device=target,
     )
     step.init_optimizer_state()
-    if count_flops:
-        counter = TrainingFlopCounter(step.model, custom_mapping)
+    tracked: dict[str, Any] = {}
 
-        def workload() -> None:
-            with counter:
-                step.run(counter.enter_phase)
+    def workload() -> None:
+        # the tracker keeps no tensor alive and allocates none: the measured bytes are the step's
+        tracked.update(track_step(step, count_flops=count_flops, custom_mapping=custom_mapping))
 
-        report = measure_peak_memory(workload, device=target)
-    else:
-        report = measure_peak_memory(step.run, device=target)
+    report = measure_peak_memory(workload, device=target)
     result = {
         "method": METHOD_MEASURED,
         "options": options.as_dict(),
@@ -82,9 +89,26 @@ def measure_training_memory(
         "device": report["device"],
         "metric": report["metric"],
         "peak": metric_result(status="complete", value=report["peak_bytes"], unit="bytes", scope="workload", method=METHOD_MEASURED),
-        "by_category": report.get("peak_by_category"),
+        "peak_phase": tracked["peak_phase"],
+        "by_category": measured_categories(tracked, report),
         "memory": report,
     }
     if count_flops:
-        result["flops"] = counter.report()
+        result["flops"] = tracked["flops"]
     return result
+
+
+def measured_categories(tracked: dict[str, Any], report: dict[str, Any]) -> dict[str, int]:
+    """The measured peak by category, in bytes: the tracker's categories at its peak on the real step
+    (``tracked``: :func:`.estimate.track_step`'s result) and ``untracked``, what the measured peak
+    (``report``: ``measure_peak_memory``'s; on CUDA/MPS its allocated peak, against the tracker's
+    peak rounded to the CUDA allocator's blocks) holds beyond it. ``untracked`` is
+    ``max(0, measured - tracked)``: the profiler leaves out a tensor alive before the step that the
+    step never touched, which the tracker counts, so the categories then sum to the tracker's peak."""
+    categories = dict(tracked["by_category"])
+    if "allocated_peak_bytes" in report:
+        measured, seen = report["allocated_peak_bytes"], tracked["cuda"]["allocated_peak_bytes"]
+    else:
+        measured, seen = report["peak_bytes"], tracked["peak"]["value"]
+    categories["untracked"] = max(0, measured - seen)
+    return categories
