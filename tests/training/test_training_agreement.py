@@ -46,6 +46,14 @@ def test_small_cnn(train):
     _agree(report)
     # batch norm's buffers: running mean and variance, 2 x (16 + 32) fp32, and two int64 counters
     assert report["memory"]["estimated"]["persistent"]["by_category"]["buffers"] == 2 * (16 + 32) * 4 + 2 * 8
+    # the measured step is split by the same rules: the buffers and the parameters (conv1 16·3·3·3 + 16,
+    # bn1 2·16, conv2 32·16·3·3 + 32, bn2 2·32, fc 32·10 + 10 = 5,514 fp32) are what they are, and every
+    # category the estimate has is there, with untracked for what no tensor holds (never negative)
+    measured = report["memory"]["measured"]["by_category"]
+    assert measured["buffers"] == 2 * (16 + 32) * 4 + 2 * 8
+    assert measured["parameters"] == 4 * (16 * 27 + 16 + 2 * 16 + 32 * 16 * 9 + 32 + 2 * 32 + 32 * 10 + 10) == 22_056
+    assert set(measured) == {*report["memory"]["estimated"]["by_category"], "untracked"} and measured["untracked"] >= 0
+    assert sum(measured.values()) == report["memory"]["measured"]["peak"]["value"]
 
 
 def test_small_gpt_written_here(llama_blocks):
