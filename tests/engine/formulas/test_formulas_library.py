@@ -98,8 +98,9 @@ def test_activation_equals_the_torch_formula(measure, library, torch_module):
 
 def test_activation_values_by_hand(measure):
     x = torch.randn(2, 3)  # Nx = Ny = 6
-    # tanh GELU 14/elt: x³ (2), ·0.044715, +x, ·√(2/π), tanh (6), +1, ·x, ·0.5 → 84; DMAs 6 + 6
-    assert _values(measure(activations.NewGELUActivation(), x)) == (84, 0, 12, POINTWISE)
+    # tanh GELU 13/elt: x³ (torch.pow, one power), ·0.044715, +x, ·√(2/π), tanh (6), +1, ·x, ·0.5
+    # → 78, the operators NewGELUActivation.forward dispatches; DMAs 6 + 6
+    assert _values(measure(activations.NewGELUActivation(), x)) == (78, 0, 12, POINTWISE)
     # erf GELU 5/elt: ·1/√2, erf, +1, ·x, ·0.5 → 30
     assert _values(measure(activations.GELUActivation(use_gelu_python=True), x)) == (30, 0, 12, POINTWISE)
     # SiLU 5/elt: sigmoid (4), ·x → 30
@@ -147,11 +148,12 @@ def _rms_classes():
 @pytest.mark.parametrize("cls", _rms_classes(), ids=lambda c: c.__name__)
 def test_rms_norm_by_hand(measure, cls):
     # (2, 3, 4): N = 24, R = 6 rows, P = 4
-    # FLOPs 3·24 + 2·6 + 24 (weight) = 108; MACs 0; DMAs 24 + 4 + 24 + 2·6 = 64
+    # FLOPs pow 24 + mean 24 (18 adds, 6 divisions) + ε add 6 + rsqrt 2·6 (sqrt, reciprocal)
+    #       + ·rsqrt 24 + ·weight 24 = 114; MACs 0; DMAs 24 + 4 + 24 + 2·6 = 64
     module = cls(4)
     got = measure(module, torch.randn(2, 3, 4))
     assert family_of(module).name == "library_rms_norm"
-    assert _values(got) == (108, 0, 64, POINTWISE)
+    assert _values(got) == (114, 0, 64, POINTWISE)
     assert got.warnings == []
 
 
@@ -166,9 +168,9 @@ def test_rms_norm_equals_nn_rmsnorm(measure):
 def test_rms_norm_in_half_precision_counts_no_casts(measure):
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-    # the float32 upcast and the cast back are data movement: the same 108 FLOPs and 64 DMAs
+    # the float32 upcast and the cast back are data movement: the same 114 FLOPs and 64 DMAs
     got = measure(LlamaRMSNorm(4).to(torch.bfloat16), torch.randn(2, 3, 4, dtype=torch.bfloat16))
-    assert _values(got) == (108, 0, 64, POINTWISE)
+    assert _values(got) == (114, 0, 64, POINTWISE)
 
 
 def test_mean_subtracting_and_gated_norms_are_not_rms_norms():
@@ -202,12 +204,13 @@ def _llama_rotary(**config):
 
 def test_rotary_by_hand(measure):
     # head_dim 8: F = 4 frequencies; position ids (1, 3): A = 12 angles; cos (1, 3, 8): Ny = 24
-    # FLOPs A + cos 24 + sin 24 + two scalings 48 = 108; MACs A = 12
+    # FLOPs A + cos 24 + sin 24 + two scalings 48 = 108; MACs 0: the outer product is a broadcast
+    # multiply (position_ids[..., None] * inv_freq), element-wise work, not a multiply-accumulate
     # DMAs positions 3 + F 4 + A 12 + 2·(24 + 1 + 24) = 117
     module, x = _llama_rotary(), torch.randn(1, 3, 16)
     got = measure(module, x, torch.arange(3)[None])
     assert family_of(module).name == "rotary_embedding"
-    assert _values(got) == (108, 12, 117, POINTWISE)
+    assert _values(got) == (108, 0, 117, POINTWISE)
     assert got.warnings == []
 
 
@@ -224,18 +227,45 @@ def test_mistral_rotary_is_covered(measure):
     from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding
 
     module = MistralRotaryEmbedding(transformers.MistralConfig(hidden_size=16, num_attention_heads=2))
-    assert _values(measure(module, torch.randn(1, 3, 16), torch.arange(3)[None])) == (108, 12, 117, POINTWISE)
+    assert _values(measure(module, torch.randn(1, 3, 16), torch.arange(3)[None])) == (108, 0, 117, POINTWISE)
+
+
+def test_rotary_as_a_matrix_product_has_macs(measure):
+    # older transformers: inv_freq (B, F, 1) @ positions (B, 1, T), a contraction of inner length 1:
+    # one multiply-accumulate per angle, A = 3·4 = 12 MACs (FlopCounterMode's bmm: 2·B·F·T·1 = 24 FLOPs)
+    class MatmulRotaryEmbedding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8), persistent=False)
+            self.attention_scaling = 1.0
+
+        def forward(self, x, position_ids):
+            inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+            position_ids_expanded = position_ids[:, None, :].float()
+            freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos = emb.cos() * self.attention_scaling
+            sin = emb.sin() * self.attention_scaling
+            return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+    module = MatmulRotaryEmbedding()
+    got = measure(module, torch.randn(1, 3, 16), torch.arange(3)[None])
+    assert family_of(module).name == "rotary_embedding"
+    assert got.macs == 12
+    with FlopCounterMode(display=False) as counter:
+        module(torch.randn(1, 3, 16), torch.arange(3)[None])
+    assert counter.get_total_flops() == 2 * 12
 
 
 def test_rotary_without_duplicated_angles(measure):
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRotaryEmbedding
 
     # GPT-OSS returns cos/sin of the F-wide angle table itself: F = 4, A = Ny = 12
-    # FLOPs 12 + 4·12 = 60; MACs 12; DMAs 3 + 4 + 12 + 2·(12 + 1 + 12) = 69
+    # FLOPs 12 + 4·12 = 60; MACs 0 (a broadcast multiply); DMAs 3 + 4 + 12 + 2·(12 + 1 + 12) = 69
     config = transformers.GptOssConfig(hidden_size=16, num_attention_heads=2, head_dim=8)
     module = GptOssRotaryEmbedding(config)
     got = measure(module, torch.randn(1, 3, 16), torch.arange(3)[None])
-    assert _values(got) == (60, 12, 69, POINTWISE)
+    assert _values(got) == (60, 0, 69, POINTWISE)
 
 
 def test_dynamic_rope_is_a_lower_bound(measure):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dis
 import inspect
 import numbers
 from functools import lru_cache
@@ -12,8 +13,8 @@ from torch import nn
 
 from ._common import shape
 
-__all__ = ["forward_facts", "is_leaf", "own_parameters", "module_path", "from_package", "parameterless_leaf",
-           "is_real"]
+__all__ = ["forward_facts", "forward_names", "adds_constant_to", "uses_matmul", "is_leaf", "own_parameters",
+           "module_path", "from_package", "parameterless_leaf", "is_real"]
 
 
 @lru_cache(maxsize=None)
@@ -29,6 +30,71 @@ def forward_facts(cls: type) -> tuple[frozenset[str], tuple[str, ...]]:
         return frozenset(code.co_names), ()
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return frozenset(code.co_names), tuple(p.name for p in params if p.kind in positional)
+
+
+def _own_method(cls: type, name: str):
+    """``cls.name`` when it is a plain function of the model's class (``self._norm``), not one that
+    ``nn.Module`` defines, else None."""
+    if hasattr(nn.Module, name):
+        return None
+    function = inspect.getattr_static(cls, name, None)
+    return inspect.unwrap(function) if inspect.isfunction(function) else None
+
+
+@lru_cache(maxsize=None)
+def _codes(cls: type) -> tuple:
+    """The code of ``forward`` and of every method of ``cls`` it calls on ``self``, transitively
+    (``GemmaRMSNorm.forward`` calls ``self._norm``): what the call runs, as far as names tell."""
+    forward = inspect.unwrap(cls.forward)
+    first = getattr(forward, "__code__", None)
+    codes, pending, seen = [], [first] if first is not None else [], set()
+    while pending:
+        code = pending.pop()
+        codes.append(code)
+        for name in code.co_names:
+            method = _own_method(cls, name)
+            if method is not None and name not in seen and hasattr(method, "__code__"):
+                seen.add(name)
+                pending.append(method.__code__)
+    return tuple(codes)
+
+
+@lru_cache(maxsize=None)
+def forward_names(cls: type) -> frozenset[str]:
+    """The names ``forward`` and the class's own methods it calls refer to, those methods' names
+    left out (they are resolved into what they refer to)."""
+    names = set().union(*(code.co_names for code in _codes(cls))) if _codes(cls) else set()
+    return frozenset(name for name in names if _own_method(cls, name) is None)
+
+
+@lru_cache(maxsize=None)
+def adds_constant_to(cls: type, attribute: str, constant: float = 1.0) -> bool:
+    """Whether ``forward`` (or a method it calls) adds ``constant`` to ``self.<attribute>``: an
+    addition whose operands, within the few instructions before it, are that constant and that
+    attribute (``1.0 + self.weight.float()``, Gemma's offset weight)."""
+    for code in _codes(cls):
+        window: list[dis.Instruction] = []
+        for instruction in dis.get_instructions(code):
+            if instruction.opname == "BINARY_OP" and instruction.argrepr in ("+", "+="):
+                constant_seen = any(i.opname == "LOAD_CONST" and isinstance(i.argval, (int, float))
+                                    and not isinstance(i.argval, bool) and i.argval == constant for i in window)
+                attribute_seen = any(i.opname in ("LOAD_ATTR", "LOAD_METHOD") and i.argval == attribute for i in window)
+                if constant_seen and attribute_seen:
+                    return True
+            window = [*window[-7:], instruction]
+    return False
+
+
+@lru_cache(maxsize=None)
+def uses_matmul(cls: type) -> bool:
+    """Whether ``forward`` (or a method it calls) multiplies matrices: the ``@`` operator, or
+    ``matmul``/``bmm``/``mm`` by name."""
+    for code in _codes(cls):
+        if {"matmul", "bmm", "mm", "einsum"} & set(code.co_names):
+            return True
+        if any(i.opname == "BINARY_OP" and i.argrepr in ("@", "@=") for i in dis.get_instructions(code)):
+            return True
+    return False
 
 
 def is_leaf(module: nn.Module) -> bool:

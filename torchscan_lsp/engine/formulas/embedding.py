@@ -8,6 +8,10 @@
 * With ``max_norm`` set, PyTorch renormalises the looked-up rows in place first; how many rows
   exceed the norm depends on the data, so that work is not counted and the formula warns that its
   FLOPs and DMAs are lower bounds.
+* A subclass whose ``forward`` multiplies the looked-up rows by a scalar ``embed_scale``
+  (``transformers``' ``...ScaledWordEmbedding``: Gemma, BART, M2M100, ..., ``super().forward(ids) *
+  self.embed_scale``, told by the names its ``forward`` refers to) adds that multiply: ``Ny`` FLOPs,
+  and ``Ny + 1 + Ny`` DMAs (read the rows and the scale, write the product).
 * Receptive field ``(1.0, 1.0, 0.0)`` (token-wise).
 
 ``EmbeddingBag`` (``N`` indices, ``B`` bags = ``y.shape[0]``, ``D``): gather ``N`` rows and reduce
@@ -30,6 +34,7 @@ from __future__ import annotations
 from torch import nn
 
 from ._common import arg, as_inputs, input_tensor, lower_bound, numel, output_tensor, rf_pointwise, rf_undefined, shape
+from ._library_structure import forward_names
 from ._registry import Family
 
 __all__ = [
@@ -52,10 +57,23 @@ def _warn_max_norm(module: nn.Embedding) -> None:
         )
 
 
+#: what a scaled embedding's ``forward`` refers to: the base look-up, the scale and casts
+_SCALED_NAMES = frozenset(("super", "forward", "embed_scale", "to", "weight", "dtype"))
+
+
+def _scaled(module: nn.Embedding) -> bool:
+    """Whether ``module``'s class overrides ``forward`` with ``super().forward(ids) * embed_scale``."""
+    cls = type(module)
+    if cls.forward is nn.Embedding.forward:
+        return False
+    names = forward_names(cls)
+    return "embed_scale" in names and names <= _SCALED_NAMES
+
+
 def flops_embedding(module: nn.Embedding, inputs, out=None) -> int:
-    """0 (a gather)."""
+    """0 (a gather); ``Ny`` for a scaled embedding's multiply."""
     _warn_max_norm(module)
-    return 0
+    return numel(output_tensor(out, module)) if _scaled(module) else 0
 
 
 def macs_embedding(module: nn.Embedding, x=None, y=None, *, inputs=None) -> int:
@@ -64,9 +82,9 @@ def macs_embedding(module: nn.Embedding, x=None, y=None, *, inputs=None) -> int:
 
 
 def dmas_embedding(module: nn.Embedding, x, y, *, inputs=None) -> int:
-    """``Nx + 2·Ny``."""
+    """``Nx + 2·Ny``; a scaled embedding's multiply adds ``2·Ny + 1``."""
     _warn_max_norm(module)
-    return numel(x) + 2 * numel(y)
+    return numel(x) + 2 * numel(y) + (2 * numel(y) + 1 if _scaled(module) else 0)
 
 
 rf_embedding = rf_pointwise

@@ -15,9 +15,12 @@ family                      formulas
                             ``out = nf``: the same ``addmm``, with the weight stored transposed
 ``library_activation``      ``cost·Nx`` FLOPs, 0 MACs, ``Nx + scalars + Ny`` DMAs; ``cost`` from the
                             torch activation table (``activation.py``) for the same function
-``library_rms_norm``        ``nn.RMSNorm``'s (``norm.py``): ``3N + 2R + N`` FLOPs, 0 MACs,
-                            ``N + P + Ny + 2R`` DMAs, ``R = N / x.shape[-1]``
-``rotary_embedding``        ``A + 4·Ny`` FLOPs, ``A`` MACs, ``A/F + F + A + 4·Ny + 2`` DMAs (below)
+``library_rms_norm``        ``4N + 3R + [offset]·P`` FLOPs (the operators of ``x·rsqrt(mean(x²) + ε)·w``),
+                            0 MACs, ``N + P + Ny + 2R + [offset]·2P`` DMAs, ``R = N / x.shape[-1]``,
+                            ``offset``: Gemma's ``1 + weight`` scale
+``rotary_embedding``        ``A + 4·Ny`` FLOPs, ``A`` MACs for a matrix-product outer product (else 0),
+                            ``A/F + F + A + 4·Ny + 2`` DMAs (below)
+``trailing_trim``           Wav2Vec2's ``SamePadLayer`` and its copies: 0, 0, ``2·Ny`` (``Nx`` untrimmed)
 ``stochastic_depth``        torchvision's ``StochasticDepth``, timm's ``DropPath``: 0, 0, 0 in
                             evaluation (dropout's elided identity); in training ``Nx + [s]·M``
                             FLOPs, 0 MACs, ``Nx + Ny + 2M + [s]·(2M + 1)`` DMAs (``M`` mask values)
@@ -49,7 +52,7 @@ from .library_transformers import *  # noqa: F403
 from .library_transformers import __all__ as _TRANSFORMERS
 from .library_vision import *  # noqa: F403
 from .library_vision import __all__ as _VISION
-from .structural import macs_zero
+from .structural import flops_zero, macs_zero
 
 __all__ = [*_VISION, *_TRANSFORMERS, "rf_library"]
 
@@ -72,4 +75,5 @@ FAMILIES = [
     Family("library_rms_norm", (), flops_library_rmsnorm, macs_library_rmsnorm, dmas_library_rmsnorm, rf_library,
            match=match_rms_norm),
     Family("rotary_embedding", (), flops_rotary, macs_rotary, dmas_rotary, rf_library, match=match_rotary),
+    Family("trailing_trim", (), flops_zero, macs_zero, dmas_trailing_trim, rf_library, match=match_trailing_trim),
 ]

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from torch import nn
 
 from ._common import input_tensor, lower_bound, num_params, numel, output_tensor, shape
-from ._library_structure import forward_facts, is_leaf, own_parameters
+from ._library_structure import (
+    adds_constant_to, forward_facts, forward_names, is_leaf, own_parameters, parameterless_leaf, uses_matmul,
+)
 from .activation import elementwise_cost
 from .linear import dmas_linear, flops_linear, macs_linear
 from .structural import dmas_identity
@@ -22,6 +24,7 @@ __all__ = [
     "dmas_library_activation",
     "dmas_library_rmsnorm",
     "dmas_rotary",
+    "dmas_trailing_trim",
     "flops_conv1d",
     "flops_library_activation",
     "flops_library_rmsnorm",
@@ -34,6 +37,7 @@ __all__ = [
     "match_library_activation",
     "match_rms_norm",
     "match_rotary",
+    "match_trailing_trim",
 ]
 
 
@@ -95,12 +99,12 @@ def _cost(reference: nn.Module, extra: int = 0) -> int:
 #: ``class name -> (FLOPs per element, scalar hyper-parameter reads)``, each cost taken from the
 #: torch module that computes the same function (``transformers.activations``):
 LIBRARY_ACTIVATIONS: dict[str, tuple[int, int]] = {
-    # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as nn.GELU(approximate="tanh"): 14
+    # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as nn.GELU(approximate="tanh"): 13
     "NewGELUActivation": (_cost(nn.GELU(approximate="tanh")), 0),
     "GELUTanh": (_cost(nn.GELU(approximate="tanh")), 0),
     "PytorchGELUTanh": (_cost(nn.GELU(approximate="tanh")), 0),
     "AccurateGELUActivation": (_cost(nn.GELU(approximate="tanh")), 0),
-    # 0.5·x·(1 + tanh(x·0.7978845608·(1 + 0.044715·x·x))): the same 14 operations, reordered
+    # 0.5·x·(1 + tanh(x·0.7978845608·(1 + 0.044715·x·x))): the same function, its cost counted as GELU's
     "FastGELUActivation": (_cost(nn.GELU(approximate="tanh")), 0),
     # F.gelu or x·0.5·(1 + erf(x/√2)), as nn.GELU(): 5
     "GELUActivation": (_cost(nn.GELU()), 0),
@@ -162,28 +166,41 @@ T5_STYLE_RMS_NORMS = frozenset(
         "UdopLayerNorm", "Pix2StructLayerNorm", "Kosmos2_5LayerNorm", "Pop2PianoLayerNorm",
     )
 )
-#: what an RMS norm's ``forward`` refers to: casts, ``pow``, ``mean``, ``rsqrt``, ε and the weight
+#: what an RMS norm's ``forward`` (and the methods it calls) refers to: casts, ``pow``, ``mean``,
+#: ``rsqrt``, ε and the weight
 _RMS_NAMES = frozenset(
-    ("dtype", "to", "torch", "float32", "float16", "bfloat16", "pow", "mean", "rsqrt", "variance_epsilon", "weight")
+    (
+        "dtype", "to", "torch", "float32", "float16", "bfloat16", "float", "type_as", "pow", "mean", "rsqrt",
+        "variance_epsilon", "eps", "weight",
+    )
 )
+_RMS_NEEDED = frozenset(("pow", "mean", "rsqrt"))
+
+
+def _rms_eps(module: nn.Module):
+    eps = getattr(module, "variance_epsilon", None)
+    return getattr(module, "eps", None) if eps is None else eps
 
 
 def match_rms_norm(module: nn.Module) -> bool:
-    """``LlamaRMSNorm``-style norms (Mistral, Mamba, Qwen, ... and T5's layer norm): a class whose
-    name ends in ``RMSNorm`` or is a T5-style layer norm (:data:`T5_STYLE_RMS_NORMS`), a numeric
-    ``variance_epsilon``, a 1-D ``weight`` as the only parameter, no children, and a
-    ``forward(hidden_states)`` that refers to nothing beyond casts, ``pow``, ``mean``, ``rsqrt``, ε
-    and the weight. Structure alone is not enough: Cohere's ``LayerNorm`` has the same attributes and
-    names but subtracts the mean (the subtraction is an operator, not a name), hence the name rule;
-    gated variants (``...RMSNormGated``) take a second input and fail the signature rule."""
+    """``LlamaRMSNorm``-style norms (Mistral, Mamba, Qwen, ..., T5's layer norm) and Gemma's, whose
+    scale is ``1 + weight``: a class whose name ends in ``RMSNorm`` or is a T5-style layer norm
+    (:data:`T5_STYLE_RMS_NORMS`), a numeric ε (``variance_epsilon`` or ``eps``), a 1-D ``weight`` as
+    the only parameter, no children, and a ``forward(hidden_states)`` that -- with the class's own
+    methods it calls (Gemma's ``self._norm``) -- refers to ``pow``, ``mean`` and ``rsqrt`` and to
+    nothing beyond them, casts, ε and the weight. Structure alone is not enough: Cohere's
+    ``LayerNorm`` has the same attributes and names but subtracts the mean (the subtraction is an
+    operator, not a name), hence the name rule; gated variants (``...RMSNormGated``) take a second
+    input and fail the signature rule."""
     name = type(module).__name__
     if not (name.endswith("RMSNorm") or name in T5_STYLE_RMS_NORMS):
         return False
-    eps = getattr(module, "variance_epsilon", None)
-    if not isinstance(eps, numbers.Real) or not is_leaf(module):
+    eps = _rms_eps(module)
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not is_leaf(module):
         return False
-    names, positional = forward_facts(type(module))
-    if len(positional) != 2 or not names or not names <= _RMS_NAMES:
+    _, positional = forward_facts(type(module))
+    names = forward_names(type(module))
+    if len(positional) != 2 or not _RMS_NEEDED <= names <= _RMS_NAMES:
         return False
     params = own_parameters(module)
     return set(params) == {"weight"} and len(params["weight"]) == 1
@@ -194,13 +211,19 @@ def _rms_rows(x) -> int:
     return numel(x) // dims[-1] if dims and dims[-1] else 0
 
 
+def _offset(module: nn.Module) -> bool:
+    """Whether the scale is ``1 + weight`` (Gemma's RMS norms, whose weight starts at 0)."""
+    return adds_constant_to(type(module), "weight", 1.0)
+
+
 def flops_library_rmsnorm(module: nn.Module, inputs, out=None) -> int:
-    """``3N + 2R + N`` (``norm.flops_rmsnorm`` with its weight): square, mean and scale per
-    element, ε add and reciprocal square root per row, the weight multiply. ``R = N / x.shape[-1]``:
-    these classes normalise the last axis (``mean(-1)``)."""
+    """``4N + 3R + [offset]·P``: ``norm.flops_rmsnorm`` with its weight, operator by operator of
+    ``x·rsqrt(mean(x²) + ε)·w`` (``pow`` N, ``mean`` N, the ε add R, ``rsqrt`` 2R, the two multiplies
+    2N), and for a ``1 + weight`` scale (Gemma) the P additions. ``R = N / x.shape[-1]``: these
+    classes normalise the last axis (``mean(-1)``)."""
     x = input_tensor(inputs, module)
     n = numel(x)
-    return 3 * n + 2 * _rms_rows(x) + n
+    return 4 * n + 3 * _rms_rows(x) + (num_params(module) if _offset(module) else 0)
 
 
 def macs_library_rmsnorm(module: nn.Module, x, y, *, inputs=None) -> int:
@@ -209,9 +232,11 @@ def macs_library_rmsnorm(module: nn.Module, x, y, *, inputs=None) -> int:
 
 
 def dmas_library_rmsnorm(module: nn.Module, x, y, *, inputs=None) -> int:
-    """``N + P + Ny + 2R`` (``norm.dmas_rmsnorm``): the input, the weight, the output and one
-    statistic per row written and read once."""
-    return numel(x) + num_params(module) + numel(y) + 2 * _rms_rows(x)
+    """``N + P + Ny + 2R + [offset]·2P`` (``norm.dmas_rmsnorm``): the input, the weight, the output
+    and one statistic per row written and read once; a ``1 + weight`` scale writes its P values and
+    reads them back."""
+    p = num_params(module)
+    return numel(x) + p + numel(y) + 2 * _rms_rows(x) + (2 * p if _offset(module) else 0)
 
 
 # ---------------------------------------------------------------------------- rotary embeddings
@@ -221,6 +246,8 @@ _ROTARY_NAMES = frozenset(
     (
         "float", "inv_freq", "to", "device", "torch", "cat", "repeat_interleave", "cos", "sin",
         "attention_scaling", "dtype",
+        # the matrix-product form of older transformers: views of the frequencies and positions
+        "expand", "shape", "transpose",
     )
 )
 _DYNAMIC_ROPE = ("dynamic", "longrope")
@@ -230,7 +257,8 @@ def match_rotary(module: nn.Module) -> bool:
     """``LlamaRotaryEmbedding``-style rotary tables (Mistral, Qwen2, Gemma, GPT-OSS, ...): a leaf
     with a 1-D ``inv_freq`` buffer, a numeric ``attention_scaling``, and a ``forward(x,
     position_ids)`` that refers to nothing beyond the frequencies, the scale, ``cos``, ``sin``, the
-    concatenation (or ``repeat_interleave``) of the frequency table and casts. Variants that
+    concatenation (or ``repeat_interleave``) of the frequency table, casts, and the views of the
+    matrix-product form (``expand``, ``transpose``). Variants that
     recombine the table per axis (multimodal ``recomposition_frequencies``), return complex numbers
     (``torch.polar``) or select frequencies per layer type refer to other names and are not matched.
     The name is not needed."""
@@ -276,10 +304,12 @@ def flops_rotary(module: nn.Module, inputs, out) -> int:
 
 
 def macs_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
-    """``A``: the outer product is a contraction of inner length 1 (one multiply-accumulate per
-    angle, ``in·Ny`` with ``in = 1`` as for a Linear; older ``transformers`` computed it with
-    ``@``)."""
-    return _rotary_sizes(module, y)[2]
+    """``A`` when the outer product is a matrix product (older ``transformers``:
+    ``inv_freq_expanded @ position_ids_expanded``, a contraction of inner length 1: one
+    multiply-accumulate per angle, ``in·Ny`` with ``in = 1`` as for a Linear), else 0: a broadcast
+    multiply (``position_ids[..., None] * inv_freq``) is element-wise work, not a multiply-accumulate."""
+    angles = _rotary_sizes(module, y)[2]
+    return angles if uses_matmul(type(module)) else 0
 
 
 def dmas_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
@@ -289,3 +319,27 @@ def dmas_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
     dtype: it is not read."""
     positions, freqs, angles, table = _rotary_sizes(module, y)
     return positions + freqs + angles + 2 * (table + 1 + table)
+
+
+# ---------------------------------------------------------------------------- trailing trims
+
+def match_trailing_trim(module: nn.Module) -> bool:
+    """Wav2Vec2's ``SamePadLayer`` (and its copies: HuBERT, WavLM, SEW, UniSpeech, Data2VecAudio's
+    ``PadLayer``, ...): a parameterless leaf with an integer ``num_pad_remove >= 0`` and a
+    ``forward(hidden_states)`` that refers to nothing but ``num_pad_remove``, i.e.
+    ``hidden_states[:, :, :-num_pad_remove]`` when it is positive (an even convolution kernel pads one
+    step too many), else the input itself. The name is not needed."""
+    trim = getattr(module, "num_pad_remove", None)
+    if not isinstance(trim, int) or isinstance(trim, bool) or trim < 0 or not parameterless_leaf(module):
+        return False
+    names, positional = forward_facts(type(module))
+    return names == {"num_pad_remove"} and len(positional) == 2
+
+
+def dmas_trailing_trim(module: nn.Module, x, y, *, inputs=None) -> int:
+    """``Nx`` without a trim (the input returned, as ``nn.Identity``: ``structural.dmas_identity``);
+    with one, ``2·Ny``: the slice reads and writes each kept element, as a view is counted by
+    ``nn.Flatten`` (``structural.dmas_flatten``). No FLOPs and no MACs: nothing is computed."""
+    if module.num_pad_remove == 0:
+        return dmas_identity(module, x, y)
+    return 2 * numel(y)

@@ -25,8 +25,10 @@ as multiply-adds, because the contract fixes that value (docs/report-schema.md's
   for a weight and ``N`` for a bias. DMAs ``N + P + Ny + 4R``: the input, the parameters and the
   output, plus the per-row mean and reciprocal standard deviation, each written once and read
   once (intermediates: docs/metrics.md).
-* RMSNorm: ``3N + 2R + [weight]·N`` (square, sum, scale per element; ε add and reciprocal square
-  root per row); DMAs ``N + P + Ny + 2R`` (one statistic per row).
+* RMSNorm: ``3N + 3R + [weight]·N``, the operators PyTorch runs for it (``pow``, ``mean``, ``add``,
+  ``rsqrt``, ``mul``): square, mean (``N − R`` adds and ``R`` divisions) and scale per element; per
+  row the ε add and the reciprocal square root, a square root and a division (2, as the operator
+  table counts ``rsqrt``); DMAs ``N + P + Ny + 2R`` (one statistic per row).
 * InstanceNorm evaluated with running statistics (``track_running_stats`` in eval mode) is the
   BatchNorm evaluation: FLOPs ``2C + 2N + [affine]·2N``, DMAs ``N + P + 2C + Ny``. In training with
   ``track_running_stats`` add the running-statistics update: ``2R + 6C`` FLOPs (batch average of the
@@ -211,10 +213,10 @@ def _rms_rows(module, x) -> int:
 
 
 def flops_rmsnorm(module, inputs, out=None) -> int:
-    """``3N + 2R + [weight]·N``."""
+    """``3N + 3R + [weight]·N``: ``x·rsqrt(mean(x²) + ε)·w`` operator by operator (``rsqrt`` 2 per row)."""
     x = input_tensor(inputs, module)
     n = numel(x)
-    return 3 * n + 2 * _rms_rows(module, x) + (n if module.weight is not None else 0)
+    return 3 * n + 3 * _rms_rows(module, x) + (n if module.weight is not None else 0)
 
 
 def dmas_rmsnorm(module, x, y, *, inputs=None) -> int:
