@@ -13,7 +13,7 @@ from torch import nn
 
 from ._common import shape
 
-__all__ = ["forward_facts", "forward_names", "adds_constant_to", "uses_matmul", "is_leaf", "own_parameters",
+__all__ = ["forward_facts", "forward_names", "adds_constant_to", "binary_operators", "uses_matmul", "is_leaf", "own_parameters",
            "module_path", "from_package", "parameterless_leaf", "is_real"]
 
 
@@ -83,6 +83,13 @@ def adds_constant_to(cls: type, attribute: str, constant: float = 1.0) -> bool:
                     return True
             window = [*window[-7:], instruction]
     return False
+
+
+@lru_cache(maxsize=None)
+def binary_operators(cls: type) -> tuple[str, ...]:
+    """The binary operators (``+``, ``*``, ``-``, ``@``, ...) ``forward`` and the methods it calls
+    apply, in bytecode order: what names cannot tell (a mean subtraction, an added constant)."""
+    return tuple(i.argrepr for code in _codes(cls) for i in dis.get_instructions(code) if i.opname == "BINARY_OP")
 
 
 @lru_cache(maxsize=None)

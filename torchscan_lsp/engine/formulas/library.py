@@ -3,7 +3,8 @@
 
 The engine imports no model library, so these families match modules by *structure*: the
 attributes, parameters and children of the instance, and the names its class's ``forward`` refers
-to (``forward.__code__.co_names``, decorators unwrapped). Where two classes share a structure but
+to (``forward.__code__.co_names``, decorators unwrapped, with the class's own methods it calls on
+``self``) and, where names cannot tell, its binary operators. Where two classes share a structure but
 compute different things, the class name decides as well. Each family's ``match_*`` docstring states
 its rule and why it is enough. The families come after every torch family in the registry, so a
 subclass of a torch module keeps its torch formula.

@@ -11,7 +11,7 @@ from torch import nn
 
 from ._common import input_tensor, lower_bound, num_params, numel, output_tensor, shape
 from ._library_structure import (
-    adds_constant_to, forward_facts, forward_names, is_leaf, own_parameters, parameterless_leaf, uses_matmul,
+    adds_constant_to, binary_operators, forward_facts, forward_names, is_leaf, own_parameters, parameterless_leaf, uses_matmul,
 )
 from .activation import elementwise_cost
 from .linear import dmas_linear, flops_linear, macs_linear
@@ -188,10 +188,12 @@ def match_rms_norm(module: nn.Module) -> bool:
     (:data:`T5_STYLE_RMS_NORMS`), a numeric ε (``variance_epsilon`` or ``eps``), a 1-D ``weight`` as
     the only parameter, no children, and a ``forward(hidden_states)`` that -- with the class's own
     methods it calls (Gemma's ``self._norm``) -- refers to ``pow``, ``mean`` and ``rsqrt`` and to
-    nothing beyond them, casts, ε and the weight. Structure alone is not enough: Cohere's
-    ``LayerNorm`` has the same attributes and names but subtracts the mean (the subtraction is an
-    operator, not a name), hence the name rule; gated variants (``...RMSNormGated``) take a second
-    input and fail the signature rule."""
+    nothing beyond them, casts, ε and the weight, and whose only binary operators are
+    multiplications and the additions of ε and of Gemma's offset (read from the bytecode: a mean
+    subtraction or a shifted input is an operator, not a name). The name rule stays because
+    attributes and names are all these rules see of a class that computes something else with the
+    same parts; gated variants (``...RMSNormGated``) take a second input and fail the signature
+    rule."""
     name = type(module).__name__
     if not (name.endswith("RMSNorm") or name in T5_STYLE_RMS_NORMS):
         return False
@@ -201,6 +203,9 @@ def match_rms_norm(module: nn.Module) -> bool:
     _, positional = forward_facts(type(module))
     names = forward_names(type(module))
     if len(positional) != 2 or not _RMS_NEEDED <= names <= _RMS_NAMES:
+        return False
+    operators = binary_operators(type(module))
+    if set(operators) - {"+", "*"} or operators.count("+") != 1 + _offset(module):
         return False
     params = own_parameters(module)
     return set(params) == {"weight"} and len(params["weight"]) == 1
