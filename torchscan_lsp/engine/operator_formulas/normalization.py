@@ -43,9 +43,12 @@ def batch_norm_flops(n: int, channels: int, weight: bool, bias: bool, training: 
 
 
 def rms_norm_flops(n: int, rows: int, weight: bool) -> int:
-    """3N + 2R + [weight]N: square (N), mean of squares (N: N - R adds, R divides), eps add and
-    sqrt per row (2R), divide (N), weight multiply (N)."""
-    return 3 * n + 2 * rows + (n if weight else 0)
+    """3N + 3R + [weight]N: square (N), mean of squares (N: N - R adds, R divides), eps add (R) and
+    reciprocal square root (2R: a sqrt and a division, as ``rsqrt``) per row, multiply by it (N),
+    weight multiply (N) -- PyTorch's own algorithm (``rms_norm`` in ``aten/src/ATen/native/layer_norm.cpp``:
+    ``input * rsqrt(pow(input, 2).mean(-1) + eps) * weight``), so the fused operator and its CPU
+    decomposition count the same."""
+    return 3 * n + 3 * rows + (n if weight else 0)
 
 
 def _channels(shape: Any) -> int:
@@ -146,10 +149,10 @@ def native_group_norm_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> 
 
 @register("_fused_rms_norm", "rms_norm", family="normalization")
 def rms_norm_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    """``rms_norm(input, normalized_shape, weight, eps)``: 3N + 2R + [w]N.
+    """``rms_norm(input, normalized_shape, weight, eps)``: 3N + 3R + [w]N.
 
-    y = x / sqrt(mean(x^2) + eps) * w: square N, mean N, eps add and sqrt 2R, divide N, weight N.
-    Source: ``torch.nn.RMSNorm`` documentation.
+    y = x * rsqrt(mean(x^2) + eps) * w: square N, mean N, eps add R, rsqrt 2R, multiply N, weight N.
+    Source: ``rms_norm`` in ``aten/src/ATen/native/layer_norm.cpp`` (what the CPU decomposes into).
     """
     x = args[0]
     n = numel(x)
