@@ -17,6 +17,7 @@ const DEFAULTS = {
   maxWorkers: 2,
   headline: 'operators',
   receptiveFieldNotes: false,
+  cacheResults: true,
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 
