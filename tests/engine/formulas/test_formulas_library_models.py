@@ -163,3 +163,35 @@ def test_every_leaf_is_complete_and_counts_as_the_operators(config):
         assert metrics["macs"]["value"] == metrics["operator_macs"]["value"], layer["path"]
         checked += 1
     assert checked
+
+
+# ---------------------------------------------------------------------------- DropPath copies, NoNorm
+
+
+def test_drop_path_by_hand(measure):
+    from transformers.models.swin.modeling_swin import SwinDropPath
+
+    from torchscan_lsp.engine.operators import measure_flops
+
+    x = torch.randn(2, 3, 4)  # Nx = Ny = 24, a mask of M = 2 (one per sample)
+    module = SwinDropPath(0.25)
+    assert family_of(module).name == "library_drop_path"
+    # evaluation: the input itself, an elided identity as Dropout: nothing counted
+    assert _values(measure(module, x)) == (0, 0, 0, POINTWISE)
+    # training: rand + keep (2), floor (2), x.div(keep) (24), · mask (24) = 52 FLOPs
+    # DMAs: draw writes 2; + keep reads 2 + 1, writes 2; floor reads 2, writes 2; div reads 24 + 1,
+    # writes 24; the multiply reads 24 + 2, writes 24: 2 + 5 + 4 + 49 + 50 = 110
+    assert _values(measure(module, x, train=True)) == (52, 0, 110, POINTWISE)
+    assert measure_flops(lambda: module(x))["total"]["value"] == 52
+    # p = 0 returns the input in training too
+    assert measure(SwinDropPath(0.0), x, train=True).flops == 0
+
+
+def test_no_norm_is_an_elementwise_affine(measure):
+    from transformers.models.mobilebert.modeling_mobilebert import NoNorm
+
+    # x·w + b on (2, 3, 4): a multiply and an add per element, 48 FLOPs; DMAs 24 + P 8 + 24 = 56
+    module = NoNorm(4)
+    got = measure(module, torch.randn(2, 3, 4))
+    assert family_of(module).name == "elementwise_affine"
+    assert _values(got) == (48, 0, 56, POINTWISE)

@@ -22,6 +22,9 @@ family                      formulas
 ``rotary_embedding``        ``A + 4·Ny`` FLOPs, ``A`` MACs for a matrix-product outer product (else 0),
                             ``A/F + F + A + 4·Ny + 2`` DMAs (below)
 ``trailing_trim``           Wav2Vec2's ``SamePadLayer`` and its copies: 0, 0, ``2·Ny`` (``Nx`` untrimmed)
+``library_drop_path``       ``transformers``' ``DropPath`` copies: 0, 0, 0 in evaluation; in training
+                            ``2·Nx + 2M`` FLOPs, 0 MACs, ``3·Nx + Ny + 6M + 2`` DMAs
+``elementwise_affine``      MobileBERT's ``NoNorm`` (``x·w + b``): ``2·Nx``, 0, ``Nx + P + Ny``
 ``stochastic_depth``        torchvision's ``StochasticDepth``, timm's ``DropPath``: 0, 0, 0 in
                             evaluation (dropout's elided identity); in training ``Nx + [s]·M``
                             FLOPs, 0 MACs, ``Nx + Ny + 2M + [s]·(2M + 1)`` DMAs (``M`` mask values)
@@ -34,7 +37,8 @@ family                      formulas
 ``fast_adaptive_avg_pool``  timm's ``FastAdaptiveAvgPool``: ``nn.AdaptiveAvgPool2d(1)``'s
 ==========================  ===================================================================
 
-The families live in ``library_vision.py`` (torchvision, timm) and ``library_transformers.py``;
+The families live in ``library_vision.py`` (torchvision, timm), ``library_transformers.py`` and
+``library_elementwise.py`` (the last three rows);
 ``_library_structure.py`` holds what their rules share. The vision-library families
 (``torchvision``, ``timm``) match on the class's module path (``type(module).__module__`` under
 ``torchvision.ops`` or ``timm``), the class name and the attributes the formula reads: their
@@ -49,13 +53,15 @@ from __future__ import annotations
 
 from ._common import rf_pointwise
 from ._registry import Family
+from .library_elementwise import *  # noqa: F403
+from .library_elementwise import __all__ as _ELEMENTWISE
 from .library_transformers import *  # noqa: F403
 from .library_transformers import __all__ as _TRANSFORMERS
 from .library_vision import *  # noqa: F403
 from .library_vision import __all__ as _VISION
 from .structural import flops_zero, macs_zero
 
-__all__ = [*_VISION, *_TRANSFORMERS, "rf_library"]
+__all__ = [*_VISION, *_TRANSFORMERS, *_ELEMENTWISE, "rf_library"]
 
 rf_library = rf_pointwise
 
@@ -77,4 +83,6 @@ FAMILIES = [
            match=match_rms_norm),
     Family("rotary_embedding", (), flops_rotary, macs_rotary, dmas_rotary, rf_library, match=match_rotary),
     Family("trailing_trim", (), flops_zero, macs_zero, dmas_trailing_trim, rf_library, match=match_trailing_trim),
+    Family("library_drop_path", (), flops_drop_path, macs_zero, dmas_drop_path, rf_library, match=match_drop_path),
+    Family("elementwise_affine", (), flops_affine, macs_zero, dmas_affine, rf_library, match=match_affine),
 ]

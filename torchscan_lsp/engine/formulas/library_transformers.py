@@ -11,7 +11,7 @@ from torch import nn
 
 from ._common import input_tensor, lower_bound, num_params, numel, output_tensor, shape
 from ._library_structure import (
-    adds_constant_to, binary_operators, forward_facts, forward_names, is_leaf, own_parameters, parameterless_leaf, uses_matmul,
+    adds_constant_to, binary_operators, forward_facts, forward_names, is_leaf, own_parameters, uses_matmul,
 )
 from .activation import elementwise_cost
 from .linear import dmas_linear, flops_linear, macs_linear
@@ -24,7 +24,6 @@ __all__ = [
     "dmas_library_activation",
     "dmas_library_rmsnorm",
     "dmas_rotary",
-    "dmas_trailing_trim",
     "flops_conv1d",
     "flops_library_activation",
     "flops_library_rmsnorm",
@@ -37,7 +36,6 @@ __all__ = [
     "match_library_activation",
     "match_rms_norm",
     "match_rotary",
-    "match_trailing_trim",
 ]
 
 
@@ -325,26 +323,3 @@ def dmas_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
     positions, freqs, angles, table = _rotary_sizes(module, y)
     return positions + freqs + angles + 2 * (table + 1 + table)
 
-
-# ---------------------------------------------------------------------------- trailing trims
-
-def match_trailing_trim(module: nn.Module) -> bool:
-    """Wav2Vec2's ``SamePadLayer`` (and its copies: HuBERT, WavLM, SEW, UniSpeech, Data2VecAudio's
-    ``PadLayer``, ...): a parameterless leaf with an integer ``num_pad_remove >= 0`` and a
-    ``forward(hidden_states)`` that refers to nothing but ``num_pad_remove``, i.e.
-    ``hidden_states[:, :, :-num_pad_remove]`` when it is positive (an even convolution kernel pads one
-    step too many), else the input itself. The name is not needed."""
-    trim = getattr(module, "num_pad_remove", None)
-    if not isinstance(trim, int) or isinstance(trim, bool) or trim < 0 or not parameterless_leaf(module):
-        return False
-    names, positional = forward_facts(type(module))
-    return names == {"num_pad_remove"} and len(positional) == 2
-
-
-def dmas_trailing_trim(module: nn.Module, x, y, *, inputs=None) -> int:
-    """``Nx`` without a trim (the input returned, as ``nn.Identity``: ``structural.dmas_identity``);
-    with one, ``2·Ny``: the slice reads and writes each kept element, as a view is counted by
-    ``nn.Flatten`` (``structural.dmas_flatten``). No FLOPs and no MACs: nothing is computed."""
-    if module.num_pad_remove == 0:
-        return dmas_identity(module, x, y)
-    return 2 * numel(y)
