@@ -195,3 +195,21 @@ def test_no_norm_is_an_elementwise_affine(measure):
     got = measure(module, torch.randn(2, 3, 4))
     assert family_of(module).name == "elementwise_affine"
     assert _values(got) == (48, 0, 56, POINTWISE)
+
+
+# ---------------------------------------------------------------------------- rotary tables per layer type
+
+
+def test_rotary_per_layer_type_by_hand(measure):
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+
+    # Gemma 3 keeps one table per layer type; head_dim 8: F = 4 for each; position ids (1, 3):
+    # A = 12 angles, cos (1, 3, 8): Ny = 24. FLOPs A + cos 24 + sin 24 + two scalings 48 = 108;
+    # MACs 0 (a broadcast multiply); DMAs positions 3 + F 4 + A 12 + 2·(24 + 1 + 24) = 117
+    config = transformers.Gemma3TextConfig(hidden_size=16, num_attention_heads=2, head_dim=8, num_hidden_layers=2)
+    module = Gemma3RotaryEmbedding(config)
+    assert family_of(module).name == "rotary_embedding"
+    for layer_type in module.layer_types:
+        got = measure(module, torch.randn(1, 3, 16), torch.arange(3)[None], layer_type)
+        assert _values(got) == (108, 0, 117, POINTWISE), layer_type
+        assert got.warnings == []

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 from torch import nn
 
-from ._common import input_tensor, lower_bound, num_params, numel, output_tensor, shape
+from ._common import arg, as_inputs, input_tensor, lower_bound, num_params, numel, output_tensor, shape
 from ._library_structure import (
-    adds_constant_to, binary_operators, forward_facts, forward_names, is_leaf, own_parameters, uses_matmul,
+    adds_constant_to, binary_operators, forward_facts, forward_names, is_leaf, is_real, own_parameters, uses_matmul,
 )
 from .activation import elementwise_cost
 from .linear import dmas_linear, flops_linear, macs_linear
@@ -261,36 +261,69 @@ def match_rotary(module: nn.Module) -> bool:
     with a 1-D ``inv_freq`` buffer, a numeric ``attention_scaling``, and a ``forward(x,
     position_ids)`` that refers to nothing beyond the frequencies, the scale, ``cos``, ``sin``, the
     concatenation (or ``repeat_interleave``) of the frequency table, casts, and the views of the
-    matrix-product form (``expand``, ``transpose``). Variants that
-    recombine the table per axis (multimodal ``recomposition_frequencies``), return complex numbers
-    (``torch.polar``) or select frequencies per layer type refer to other names and are not matched.
-    The name is not needed."""
+    matrix-product form (``expand``, ``transpose``). A table per layer type (Gemma 3, Cohere 2, ...:
+    ``forward(x, position_ids, layer_type)``, a ``layer_types`` list and a ``<type>_inv_freq``
+    buffer and ``<type>_attention_scaling`` per type, picked with ``getattr``) is the same
+    computation with the call's frequencies. Variants that recombine the table per axis (multimodal
+    ``recomposition_frequencies``) or return complex numbers (``torch.polar``) refer to other names
+    and are not matched. The name is not needed."""
+    if not is_leaf(module):
+        return False
+    names, positional = forward_facts(type(module))
+    if positional == ("self", "x", "position_ids", "layer_type"):
+        return _layer_tables(module) is not None and {"cos", "sin", "getattr"} <= names <= _ROTARY_NAMES | {"getattr"}
     inv_freq = getattr(module, "inv_freq", None)
     scale = getattr(module, "attention_scaling", None)
     if inv_freq is None or len(getattr(inv_freq, "shape", ())) != 1 or not isinstance(scale, numbers.Real):
         return False
-    if not is_leaf(module):
-        return False
-    names, positional = forward_facts(type(module))
     return positional == ("self", "x", "position_ids") and {"cos", "sin", "inv_freq"} <= names <= _ROTARY_NAMES
 
 
-def _rotary_sizes(module: nn.Module, y) -> tuple[int, int, int, int]:
+def _layer_tables(module: nn.Module) -> dict[str, int] | None:
+    """``layer type -> F`` for a rotary table per layer type, or None when ``module`` has none."""
+    types = getattr(module, "layer_types", None)
+    if not isinstance(types, (list, tuple)) or not types or not all(isinstance(t, str) for t in types):
+        return None
+    tables = {}
+    for layer_type in types:
+        freqs = getattr(module, f"{layer_type}_inv_freq", None)
+        if len(getattr(freqs, "shape", ())) != 1 or not is_real(getattr(module, f"{layer_type}_attention_scaling", None)):
+            return None
+        tables[layer_type] = numel(freqs)
+    return tables
+
+
+def _frequencies(module: nn.Module, inputs) -> tuple[int, object]:
+    """``(F, rope type)`` of this call: the module's ``inv_freq``, or the call's layer type's."""
+    tables = _layer_tables(module) if not hasattr(module, "inv_freq") else None
+    rope = getattr(module, "rope_type", "")
+    if tables is None:
+        return numel(module.inv_freq), rope
+    layer_type = arg(as_inputs(inputs), 2)
+    if layer_type in tables:
+        return tables[layer_type], rope.get(layer_type, "") if isinstance(rope, dict) else rope
+    if len(set(tables.values())) == 1:  # every layer type has as many frequencies
+        return next(iter(tables.values())), rope
+    raise ValueError(f"{type(module).__name__} needs the call's layer_type (one of {sorted(tables)}), got {layer_type!r}.")
+
+
+def _rotary_sizes(module: nn.Module, y, inputs=None) -> tuple[int, int, int, int]:
     """``(positions, F, A, Ny)``: position ids, frequencies, angles ``positions·F``, table elements.
 
     The table (``cos``) has shape ``(*position_ids.shape, D)`` with ``D = F`` or ``D = 2F`` (the
     angles concatenated with themselves).
     """
-    dims, freqs = shape(y), numel(module.inv_freq)
+    freqs, rope = _frequencies(module, inputs)
+    dims = shape(y)
     if not dims or dims[-1] not in (freqs, 2 * freqs):
         raise ValueError(
             f"{type(module).__name__} output's last axis ({dims[-1] if dims else None}) is neither the "
             f"{freqs} frequencies nor twice that."
         )
     positions = numel(y) // dims[-1]
-    if any(rope in str(getattr(module, "rope_type", "")) for rope in _DYNAMIC_ROPE):
+    if any(dynamic in str(rope) for dynamic in _DYNAMIC_ROPE):
         lower_bound(
-            f"{type(module).__name__} with rope_type={module.rope_type!r} may recompute its frequencies "
+            f"{type(module).__name__} with rope_type={rope!r} may recompute its frequencies "
             "in the call; that update is not counted."
         )
     return positions, freqs, positions * freqs, numel(y)
@@ -302,7 +335,7 @@ def flops_rotary(module: nn.Module, inputs, out) -> int:
     convention) and the multiply by ``attention_scaling`` of each (done even when it is 1).
     Concatenating the angles and the casts are data movement. ``Ny`` is the ``cos`` output's size
     (``sin`` has the same shape)."""
-    _, _, angles, table = _rotary_sizes(module, output_tensor(out, module))
+    _, _, angles, table = _rotary_sizes(module, output_tensor(out, module), inputs)
     return angles + 4 * table
 
 
@@ -311,7 +344,7 @@ def macs_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
     ``inv_freq_expanded @ position_ids_expanded``, a contraction of inner length 1: one
     multiply-accumulate per angle, ``in·Ny`` with ``in = 1`` as for a Linear), else 0: a broadcast
     multiply (``position_ids[..., None] * inv_freq``) is element-wise work, not a multiply-accumulate."""
-    angles = _rotary_sizes(module, y)[2]
+    angles = _rotary_sizes(module, y, inputs)[2]
     return angles if uses_matmul(type(module)) else 0
 
 
@@ -320,6 +353,6 @@ def dmas_rotary(module: nn.Module, x, y, *, inputs=None) -> int:
     and the ``F`` frequencies and writes the ``A`` angles; ``cos`` and ``sin`` each read one angle
     per table element and the scale, and write ``Ny`` elements. ``x`` only supplies a device and a
     dtype: it is not read."""
-    positions, freqs, angles, table = _rotary_sizes(module, y)
+    positions, freqs, angles, table = _rotary_sizes(module, y, inputs)
     return positions + freqs + angles + 2 * (table + 1 + table)
 
