@@ -365,3 +365,51 @@ def test_a_line_s_output_is_its_result_after_the_calls_it_made(tmp_path):
     assert (shape(projected), projected["operator"], projected["call"]) == ([1, 6, 4], None, "proj")
     # Mlp's line: fc's (1, 6, 32) output, then relu of it: the last operator, same shape
     assert found[line_of(text, "return self.fc(x).relu()")]["operator"] == "aten.relu"
+
+
+def test_blocks_built_in_a_list_keep_the_line_that_built_them(tmp_path):
+    # the ResNet idiom: blocks appended to a list on one line, wrapped in a Sequential on another,
+    # and convolutions built by a helper function that each block calls
+    files = write(tmp_path, {"resnet.py": """
+        import torch.nn as nn
+
+
+        def conv3x3(cin, cout):
+            return nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+
+
+        class Block(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.conv1 = conv3x3(width, width)
+                self.act = nn.ReLU()
+
+            def forward(self, x):
+                return self.act(self.conv1(x)) + x
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = conv3x3(3, 4)
+                self.layer = self._make_layer(4, 2)
+
+            def _make_layer(self, width, blocks):
+                layers = []
+                for _ in range(blocks):
+                    layers.append(Block(width))
+                return nn.Sequential(*layers)
+
+            def forward(self, x):
+                return self.layer(self.stem(x))
+    """})
+    text = files["resnet.py"]
+    modules = by_path(run(tmp_path, "resnet.py", "Net", {"input_shape": [3, 8, 8]}))
+    line = {path: entry["defined_at"]["line"] for path, entry in modules.items()}
+    assert line["layer.0"] == line["layer.1"] == line_of(text, "layers.append(Block(width))")
+    assert line["layer"] == line_of(text, "self.layer = self._make_layer(4, 2)")
+    # a helper's module belongs to the line that called the helper, not to the helper's return line
+    assert line["stem"] == line_of(text, "self.stem = conv3x3(3, 4)")
+    assert line["layer.0.conv1"] == line_of(text, "self.conv1 = conv3x3(width, width)")
+    # a module without parameters or children is seen only when registered: its registering line
+    assert line["layer.0.act"] == line_of(text, "self.act = nn.ReLU()")
