@@ -13,8 +13,8 @@ from torch import nn
 
 from ._common import shape
 
-__all__ = ["forward_facts", "forward_names", "adds_constant_to", "binary_operators", "uses_matmul", "is_leaf", "own_parameters",
-           "module_path", "from_package", "parameterless_leaf", "is_real"]
+__all__ = ["forward_facts", "forward_names", "adds_constant_to", "binary_operators", "uses_matmul", "is_leaf",
+           "own_parameters", "module_path", "from_package", "parameterless_leaf", "is_real"]
 
 
 @lru_cache(maxsize=None)

@@ -12,9 +12,10 @@ blocks.
 
 Categories: a second real step, the same as the measured one, runs after it under the estimate's
 tracker (:func:`.estimate.track_step`, PyTorch's ``MemTracker`` on the real tensors), so each
-category means what it means in the estimate -- ``parameters`` the parameters' storage, ``gradients`` the ``.grad`` storage,
-``optimizer_state``, ``activations`` (the forward's tensors), ``temporaries`` (the backward's and the
-optimizer step's until they reach ``.grad`` or the state), ``buffers`` and ``inputs`` -- and
+category means what it means in the estimate -- ``parameters`` the parameters' storage,
+``gradients`` the ``.grad`` storage, ``optimizer_state``, ``activations`` (the forward's tensors),
+``temporaries`` (the backward's and the optimizer step's until they reach ``.grad`` or the state),
+``buffers`` and ``inputs`` -- and
 ``untracked`` is what the measured peak holds beyond the tracker's (a kernel's scratch buffers; on
 CUDA, block rounding is already in the allocated peak the tracker is held against). The profiler's
 own categories, which follow other rules (a weight gradient is a gradient from its allocation, a
@@ -108,9 +109,9 @@ def measure_training_memory(
 
 def measured_categories(tracked: dict[str, Any], report: dict[str, Any]) -> dict[str, int]:
     """The measured peak by category, in bytes: the tracker's categories at its peak on the real step
-    that followed the measured one (``tracked``: :func:`.estimate.track_step`'s result) and ``untracked``, what the measured peak
-    (``report``: ``measure_peak_memory``'s; on CUDA/MPS its allocated peak, against the tracker's
-    peak rounded to the CUDA allocator's blocks) holds beyond it. ``untracked`` is
+    that followed the measured one (``tracked``: :func:`.estimate.track_step`'s result) and
+    ``untracked``, what the measured peak (``report``: ``measure_peak_memory``'s; on CUDA/MPS its
+    allocated peak, against the tracker's peak rounded to the CUDA allocator's blocks) holds beyond it. ``untracked`` is
     ``max(0, measured - tracked)``: the profiler leaves out a tensor alive before the step that the
     step never touched, which the tracker counts, so the categories then sum to the tracker's peak."""
     categories = dict(tracked["by_category"])
