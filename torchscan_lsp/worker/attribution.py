@@ -289,13 +289,17 @@ class SourceRecorder:
         trigger traverse every object of the process (torch's included).
         """
         if self.running is None or self._root is None:
-            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": []}
+            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
         collecting = gc.isenabled()
         gc.disable()
         try:
             types = {path: type(module).__name__ for path, module in self._root.named_modules()}
-            return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
-                                           self.definitions.classes(self._root), types)
+            found = self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
+                                            self.definitions.classes(self._root), types)
+            kept = {entry["file"] for entry in found["classes"]}
+            found["parameters"] = [entry for entry in self.definitions.parameters(self._root)
+                                   if entry["file"] in kept or not is_library(entry["file"])]
+            return found
         finally:
             if collecting:
                 gc.enable()
