@@ -102,9 +102,10 @@ class CallSites(PassObserver):
         if layer is not None and self._active and self._active[-1][0] == layer:
             self._active.pop()
             self._open.discard(layer)
-            site = self.calls[layer][1]
-            if site is not None and error is None:  # the call's output is now its line's latest value
-                self._line_value(site, None, layer)
+            if error is None:  # the call's output is now the latest value of the lines that made it
+                _, workspace, library = self.calls[layer]
+                for site in library if workspace is None else (workspace, *library):
+                    self._line_value(site, None, layer)
 
     def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
         """The sites of an operator dispatched at ``frame``: the innermost workspace site first
