@@ -61,12 +61,21 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
                 if error.get("file") == rel and error.get("line") else None)
     if at_error is not None:
         out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
-    if state.key.file == rel and at_error != state.line:
+    if state.key.file == rel and not _on_the_target(state, at_error):
         # a wrong return value raised nothing: its location is the target itself
         raised = error.get("kind") != "result" and error.get("file") and error.get("line")
         where = f" (raised at {error['file']}:{error['line']})" if raised else ""
         out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
     return out
+
+
+def _on_the_target(state: TargetState, line: int | None) -> bool:
+    """Whether the current ``line`` is the target's own: its ``def``/``class`` line or its pragma or
+    decorator (where an options error stands), so that one diagnostic there says it all."""
+    if line is None:
+        return False
+    first = int(getattr(state.target, "annotation_line", None) or state.line)
+    return min(first, state.line) <= line <= state.line
 
 
 MAX_NAMED_PATHS = 3
