@@ -50,7 +50,7 @@ from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
 from torchscan_lsp.worker import measurements, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
-from torchscan_lsp.worker.errors import Blame, JobError, incomplete_message, mismatch_advice
+from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
 from torchscan_lsp.worker.factory import build_model
 from torchscan_lsp.worker.imports import ImportScope
 from torchscan_lsp.worker.options import crawl_arguments, job_options
@@ -254,7 +254,7 @@ class _Job:
                 kind = "crash"
             job_error = blame.error_from(kind, error)
             if kind == "forward":
-                job_error.message = mismatch_advice(job_error.message)
+                job_error.message = forward_advice(job_error.message, crawl_kwargs.get("input_shape"))
             if isinstance(partial_report, dict):
                 job_error.report = partial_report  # type: ignore[attr-defined]
             raise job_error from None
