@@ -31,7 +31,7 @@ from torchscan_lsp.cli.scan_output import (
     display,
     print_table,
     report_failure,
-    report_training_warnings,
+    report_measurement_problems,
     write_html,
 )
 from torchscan_lsp.cli.session import command_session, time_alone
@@ -204,7 +204,7 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
             if not result.get("ok"):
                 report_failure(out, Path(state.key.root), shown, state.target, result)
                 continue
-            report_training_warnings(out, shown, state.target, result)
+            report_measurement_problems(out, Path(state.key.root), shown, state.target, result)
             if tables:
                 print_table(stdout, shown, state.target, result)
                 stdout.flush()

@@ -10,9 +10,10 @@ from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.messages import render_attachments
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.session.jobs import build_render_job
+from torchscan_lsp.session.measurements import measurement_failures
 from torchscan_lsp.session.training import training_summary
 
-__all__ = ["Output", "display", "report_failure", "report_training_warnings", "print_table", "write_html",
+__all__ = ["Output", "display", "report_failure", "report_measurement_problems", "print_table", "write_html",
            "STOPPED_KINDS"]
 
 _ERROR_KINDS = {
@@ -74,9 +75,16 @@ def report_failure(
     out.problem(where, line, message)
 
 
-def report_training_warnings(out: Output, shown: str, target: Any, result: dict[str, Any]) -> None:
-    """The training step's warnings (over the memory budget, a failed method) as problems at the
-    target's line: warnings, which leave the exit status alone."""
+def report_measurement_problems(out: Output, root: Path, shown: str, target: Any, result: dict[str, Any]) -> None:
+    """A successful result's measurement problems: each measurement that failed, at the line that
+    raised (else the target's), an error when it was asked for and a warning for the training
+    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`);
+    then the training step's warnings (over the memory budget, a failed method) at the target's
+    line, which leave the exit status alone."""
+    for failure in measurement_failures(result.get("measurements")):
+        file, line = failure.error.get("file"), failure.error.get("line")
+        where, line = (display(root / file), line) if file and line else (shown, target.line)
+        out.problem(where, line, failure.message(f"'{target.name}'"), failure.severity)
     report = (result.get("measurements") or {}).get("train")
     for diagnostic in (report or {}).get("diagnostics") or []:
         if diagnostic.get("code", "").startswith("training_memory"):

@@ -7,8 +7,10 @@
 - an information diagnostic for a receptive field (or token dependencies) that could not be
   derived: it concerns no cost count, so it must not read as a problem to fix;
 - an information diagnostic on the target line when its totals are partial (lower bounds);
+- on the target line, each measurement of the latest job that failed: an error when it was asked
+  for, a warning for the training estimate that runs unasked;
 - a warning on the target line for its training step: over the memory budget (naming the largest
-  categories), a memory method or the measurement that failed, backward work not counted.
+  categories), a memory method that failed, backward work not counted.
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
 """
@@ -24,7 +26,8 @@ from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import error_message, untrusted_message
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.state import TargetState
-from torchscan_lsp.session.training import training_failure, training_report
+from torchscan_lsp.session.measurements import measurement_failures
+from torchscan_lsp.session.training import training_report
 
 SOURCE = "torchscan"
 
@@ -149,15 +152,24 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[type
     return out
 
 
+def _measurement_failure_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    """Each measurement of the latest job that failed, on the target's line: an error when it was
+    asked for (a code lens, ``measure=[...]``, ``scan --train``), a warning for the training
+    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`)."""
+    out = []
+    for failure in measurement_failures(state.measurements):
+        file, line = failure.error.get("file"), failure.error.get("line")
+        elsewhere = file and line and not (file == state.key.file and _on_the_target(state, int(line)))
+        raised = f" (raised at {file}:{line})" if elsewhere else ""
+        out.append(_diagnostic(lines.statement(state.line), failure.message(state.key.name) + raised,
+                               _SEVERITY[failure.severity], f"{failure.kind}-failed"))
+    return out
+
+
 def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
     """Warnings of the target's training step on its line: an estimate over the memory budget
-    (naming the largest categories), a memory method that failed, work its FLOPs did not count,
-    or the whole measurement failing."""
+    (naming the largest categories), a memory method that failed, work its FLOPs did not count."""
     range_ = lines.statement(state.line)
-    failed = training_failure(state)
-    if failed is not None:
-        return [_diagnostic(range_, f"{state.key.name}: the training step failed: {failed.get('type')}: "
-                            f"{failed.get('message')}", types.DiagnosticSeverity.Warning, "training-failed")]
     report = training_report(state)
     out = []
     for group in _group((report or {}).get("diagnostics") or ()):
@@ -197,6 +209,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state))
             if state.key.file == rel:
+                out.extend(_measurement_failure_diagnostics(lines, state))
                 out.extend(_training_diagnostics(lines, state))
     unique: dict[tuple, types.Diagnostic] = {}
     for d in out:

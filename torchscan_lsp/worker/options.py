@@ -11,7 +11,7 @@ import torch
 from torchscan_lsp.targets.options import OptionError, check_consistency, from_toml_value, validate_option
 from torchscan_lsp.worker.errors import Blame, JobError
 
-__all__ = ["job_options", "crawl_arguments", "usable_device", "from_json", "torch_dtype", "to_device"]
+__all__ = ["job_options", "crawl_arguments", "known_device", "usable_device", "from_json", "torch_dtype", "to_device"]
 
 
 def job_options(raw: dict[str, Any], blame: Blame) -> dict[str, Any]:
@@ -112,20 +112,31 @@ def crawl_arguments(
     return crawl, args, kwargs
 
 
-def usable_device(device: str, blame: Blame) -> torch.device:
-    """The ``torch.device`` of the option ``device``, when this process can use it.
+def known_device(device: str, blame: Blame) -> torch.device:
+    """The ``torch.device`` of the option ``device``.
 
     Raises:
-        JobError: of kind ``options``, at the target's annotation: a device type PyTorch does not
-            know, or a CUDA or MPS device this machine does not have, each said in those words.
+        JobError: of kind ``options``, at the target's annotation, for a device type PyTorch does
+            not know (``"tpu"``).
     """
     try:
-        torch_device = torch.device(device)
+        return torch.device(device)
     except RuntimeError:
         raise blame.options_error(
             f"unknown device '{device}'; write a device PyTorch knows, such as \"cpu\", \"cuda\", \"cuda:1\", "
             "\"mps\" or \"meta\""
         ) from None
+
+
+def usable_device(device: str, blame: Blame) -> torch.device:
+    """The ``torch.device`` of the option ``device``, when this process can use it.
+
+    Raises:
+        JobError: of kind ``options``, at the target's annotation: a device type PyTorch does not
+            know (:func:`known_device`), or a CUDA or MPS device this machine does not have, each
+            said in those words.
+    """
+    torch_device = known_device(device, blame)
     if torch_device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:

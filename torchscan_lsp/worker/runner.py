@@ -130,6 +130,10 @@ class _Job:
         factory = self._lookup(module)
         model, args, kwargs = build_model(factory, self.target_name, source, blame)
         crawl_kwargs, args, kwargs = crawl_arguments(model, args, kwargs, options, self.target_name, blame)
+        wanted = measurements.requested(self.job, options)
+        trains = "train" in wanted or training.automatic(options)
+        if trains:
+            training.check_options(options, own_inputs=args is not None, name=self.target_name, blame=blame)
         report = self._crawl(model, crawl_kwargs)
         result: dict[str, Any] = {
             "ok": True,
@@ -137,12 +141,11 @@ class _Job:
             "report": report,
             "source_map": blame.recorder.source_map(report.get("layers")),
         }
-        wanted = measurements.requested(self.job, options)
         found: dict[str, Any] = {}
         on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
         if on_the_model:
             found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
-        if "train" in wanted or training.automatic(options):
+        if trains:
             found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
         if found:
             result["measurements"] = found
