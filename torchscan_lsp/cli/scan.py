@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         ),
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
-    parser.add_argument("--target", metavar="NAME", help="only the target with this name")
+    parser.add_argument("--target", metavar="NAME",
+                        help="only the target with this name (other targets' problems are not reported)")
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default: table)"
     )
@@ -119,16 +120,18 @@ def _measurements(args: argparse.Namespace) -> list[str]:
 
 def _targets(session: Session, documents: list[Document], explicit: set[str], wanted: str | None,
              out: Output) -> list[TargetState]:
-    """The target states to analyse, in file and line order; each file's problems reported, and a
-    file named on the command line (``explicit``) without the target asked for."""
+    """The target states to analyse, in file and line order; each file's problems reported (with
+    ``wanted``, only those that concern it: :func:`_concerns`), and a file named on the command line
+    (``explicit``) without the target asked for."""
     states = []
     for document in documents:
         shown = display(Path(document.path))
-        for problem in document.problems:
+        problems = [p for p in document.problems if _concerns(p, wanted)]
+        for problem in problems:
             out.problem(shown, problem.line, problem.message, problem.severity)
         found = session.store.states_in(document.root, document.rel)
         chosen = [s for s in found if wanted is None or s.key.name == wanted]
-        errors = [p for p in document.problems if str(getattr(p, "severity", "error")) == "error"]
+        errors = [p for p in problems if str(getattr(p, "severity", "error")) == "error"]
         if not chosen and document.path in explicit and not errors:
             if wanted and found:
                 names = ", ".join(s.key.name for s in found)
@@ -137,6 +140,18 @@ def _targets(session: Session, documents: list[Document], explicit: set[str], wa
                 out.problem(shown, 1, _NO_TARGET)
         states += chosen
     return states
+
+
+def _concerns(problem: Any, wanted: str | None) -> bool:
+    """Whether a file's ``problem`` counts when only the target ``wanted`` is scanned (``None``:
+    every target): the problems of that target, and the errors of the whole file (a syntax error
+    hides every target), but not another target's, nor a stray pragma's warning."""
+    if wanted is None:
+        return True
+    concerned = getattr(problem, "target", None)
+    if concerned is not None:
+        return concerned == wanted
+    return str(getattr(problem, "severity", "error")) == "error"
 
 
 async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
