@@ -98,7 +98,7 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
         out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
-                for line, col, sev, message in sorted(entries)]
+                for line, col, sev, message in sorted(entries, key=lambda entry: entry[:3])]  # ties: as built
     if not session.store.targets and not errors:  # as scan says it: nothing under the paths to analyse
         out.append(f"{', '.join(_display(p) for p in paths or [f.path for f in files])}: error: {NO_TARGET}")
         errors += 1

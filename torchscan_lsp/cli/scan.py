@@ -137,7 +137,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
                                         memory_mb=args.memory_limit_mb)
     config_error = session.config_error(str(root))
     if config_error is not None:
-        out.problem(display(config_error.path), config_error.line, config_error.message)
+        for problem in config_error.problems:
+            out.problem(display(config_error.path), problem.line, problem.message)
         return 1
     for problem in problems:
         out.problem("torchscan-lsp", None, problem, "warning")

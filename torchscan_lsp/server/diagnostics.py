@@ -181,12 +181,16 @@ def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagno
 
 
 def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetState]) -> list[types.Diagnostic]:
-    """Diagnostics for a broken ``[tool.torchscan-lsp]`` table (``error.message``, ``error.line``)
-    on each target of ``rel``: their analyses run without the workspace defaults."""
-    where = f"pyproject.toml:{error.line}" if getattr(error, "line", None) else "pyproject.toml"
-    message = f"{where}: {error.message}; the workspace defaults are not applied"
-    return [_diagnostic(lines.statement(s.line), f"{s.key.name}: {message}", types.DiagnosticSeverity.Error,
-                        "workspace-config") for s in states if s.key.file == rel]
+    """Diagnostics for a broken ``[tool.torchscan-lsp]`` table on each target of ``rel``, one per
+    problem of the table (``error.problems``, each ``.message`` and ``.line``; else ``error.message``
+    and ``error.line``): their analyses run without the workspace defaults."""
+    out = []
+    for problem in getattr(error, "problems", None) or [error]:
+        where = f"pyproject.toml:{problem.line}" if getattr(problem, "line", None) else "pyproject.toml"
+        message = f"{where}: {problem.message}; the workspace defaults are not applied"
+        out += [_diagnostic(lines.statement(s.line), f"{s.key.name}: {message}", types.DiagnosticSeverity.Error,
+                            "workspace-config") for s in states if s.key.file == rel]
+    return out
 
 
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],

@@ -163,6 +163,36 @@ def _check_train(value: Any) -> None:
         raise OptionError("train", str(error)) from None
 
 
+def train_problems(value: dict[str, Any]) -> list[OptionError]:
+    """Every bad key of a ``train`` dict, one :class:`OptionError` each (``.name``: the key), where
+    :func:`validate_option` stops at the first. A key is checked alone with the dict's optimizer (an
+    optimizer's own key, such as ``momentum``, under a bad or missing optimizer: with the first one it
+    belongs to, so it is told about its value, not that it does not apply); rules between keys (SGD's
+    Nesterov momentum) are checked once every key is good."""
+    from torchscan_lsp.contract.training import OPTIMIZERS
+
+    def problem(options: dict[str, Any]) -> str | None:
+        try:
+            parse_train_options(options)
+        except (TypeError, ValueError) as error:
+            return str(error)
+        return None
+
+    optimizer = value.get("optimizer", "adamw")
+    found = {"optimizer": problem({"optimizer": optimizer})} if "optimizer" in value else {}
+    for key, item in value.items():
+        if key == "optimizer":
+            continue
+        owners = [name for name, keys in OPTIMIZERS.items() if key in keys]
+        tried = [optimizer] if not found.get("optimizer") else owners or ["adamw"]
+        messages = [problem({"optimizer": name, key: item}) for name in tried]
+        found[key] = messages[0] if all(messages) else None
+    if not any(found.values()) and (message := problem(value)):
+        named = re.match(r"train option '(\w+)'", message)
+        found[named[1] if named else "optimizer"] = message
+    return [OptionError(key, message) for key, message in found.items() if message]
+
+
 def _check_train_memory(value: Any) -> None:
     try:
         parse_bytes(value, name="train_memory")
