@@ -50,6 +50,7 @@ from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
 from torchscan_lsp.worker import measurements, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
+from torchscan_lsp.worker.compiled import hidden_from_dynamo
 from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
 from torchscan_lsp.worker.factory import build_model
 from torchscan_lsp.worker.imports import ImportScope
@@ -129,6 +130,13 @@ class _Job:
         module = self._import(scope, source)
         factory = self._lookup(module)
         model, args, kwargs = build_model(factory, self.target_name, source, blame)
+        with hidden_from_dynamo():  # a compiled model: Dynamo traces the user's code, never ours
+            return self._analyse(model, args, kwargs, factory, options)
+
+    def _analyse(self, model: torch.nn.Module, args: Any, kwargs: Any, factory: Any,
+                 options: dict[str, Any]) -> dict[str, Any]:
+        assert self.blame is not None
+        blame = self.blame
         crawl_kwargs, args, kwargs = crawl_arguments(model, args, kwargs, options, self.target_name, blame)
         wanted = measurements.requested(self.job, options)
         trains = "train" in wanted or training.automatic(options)
