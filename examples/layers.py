@@ -1,9 +1,10 @@
 """Small models on which counting tools often stumble, annotated for torchscan-lsp.
 
-- ``Tokenizer``: a module that only reshapes (no arithmetic at all);
-- ``RMSNormNet``: the model's own normalisation over ``F.layer_norm``-style functional calls;
-- ``MlpStack``: an ``nn.Sequential`` written over several lines, one child per line;
-- ``OrthogonalMixer``: a layer that orthogonalises its weight with ``torch.linalg.qr`` on every
+- ``TokenNet``: a convolution, a module that only reshapes (``Tokenizer``, no arithmetic at all) and
+  the model's own normalisation over ``F.layer_norm`` (``ChannelNorm``): no module formula covers
+  the last two, the dispatched operators count all of it;
+- ``mlp_stack``: an ``nn.Sequential`` written over several lines, one child per line;
+- ``MixerNet``: its ``OrthogonalMixer`` orthogonalises its weight with ``torch.linalg.qr`` on every
   call — an operator no FLOP formula covers, so its counts are honest lower bounds.
 
 Run

@@ -150,7 +150,7 @@ def test_library_files_the_model_ran_through_are_not_printed(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(library.parent)})
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
-    # Linear(4, 4): 16 + 4 = 20 parameters; on (1, 4): 4·(2·4 − 1) + 4 = 32 FLOPs and 16 MACs;
+    # Linear(4, 4): 16 + 4 = 20 parameters; on (1, 4) its addmm is 2·4·4 = 32 FLOPs and 16 MACs;
     # ReLU on 4 elements: 4 FLOPs. 32 + 4 = 36 FLOPs
     assert "net.py:5:13: hint: 20 params · 16 MACs · 36 FLOPs" in lines
     assert lines and all(line.startswith("net.py:") for line in lines), lines
@@ -172,11 +172,47 @@ def test_the_gpt_example_hints_every_line_that_builds_or_computes():
     assert hints[line_of(text, "wte=nn.Embedding")] == "16.4k params · 0 FLOPs"
     assert hints[line_of(text, "wpe=nn.Embedding")] == "2.05k params · 0 FLOPs"
     # the head's weight is wte's (one tensor, counted under wte, called first): 16,384 shared; its
-    # matmul still runs: 16 rows · 256 · (2·64 − 1) = 520,192 FLOPs
-    assert hints[line_of(text, "self.lm_head = nn.Linear")] == "16.4k params shared with transformer.wte · 520 kFLOPs"
+    # matmul still runs: 2·16·64·256 = 524,288 FLOPs
+    assert hints[line_of(text, "self.lm_head = nn.Linear")] == "16.4k params shared with transformer.wte · 524 kFLOPs"
     # SDPA's output: (B, H, T, C / H) = (1, 4, 16, 16)
     assert hints[line_of(text, "y = F.scaled_dot_product_attention")] == "→ (1, 4, 16, 16)"
     # class CausalSelfAttention, 2 instances: c_attn Linear(64, 192) = 12,480 and c_proj Linear(64, 64)
-    # = 4,160 parameters, 33,280 in all; FLOPs 16·192·128 + 16·64·128 = 524,288 each, 1,048,576 in
-    # all, a lower bound: no module formula counts the attention in its own forward
-    assert hints[line_of(text, "class CausalSelfAttention")] == "×2 · 33.3k params · ≥ 1.05 MFLOPs"
+    # = 4,160 parameters, 33,280 in all. FLOPs as dispatched: c_attn 2·16·64·192 = 393,216, c_proj
+    # 2·16·64·64 = 131,072, and the attention in its own forward, which no module formula sees: over
+    # 4 heads × 16 × 16 = 1,024 scores of width 16, Q Kᵀ and P V 2·2·1,024·16 = 65,536, the scaling
+    # 1,024, the softmax 3·1,024 − 4·16 = 3,008: 69,568. 593,856 each, 1,187,712 in all, complete
+    assert hints[line_of(text, "class CausalSelfAttention")] == "×2 · 33.3k params · 1.19 MFLOPs"
+
+
+def test_the_headline_flag_shows_the_module_formulas_and_their_gaps(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "res.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+
+        class Res(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x) + x
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return Res()
+    """).lstrip("\n"), encoding="utf-8")
+    text = (tmp_path / "res.py").read_text(encoding="utf-8")
+    # Linear(4, 4) on (1, 4): 20 parameters, 16 MACs; its addmm 2·4·4 = 32 FLOPs, the residual add 4:
+    # 36 dispatched FLOPs, complete. Its module formula 4·(2·4 − 1) + 4 = 32 FLOPs misses the add.
+    code, lines, stderr = _check(tmp_path, "res.py")
+    assert code == 0, stderr
+    assert f"res.py:{line_of(text, 'def build')}:13: hint: 20 params · 16 MACs · 36 FLOPs" in lines
+    assert not [line for line in lines if ": warning: " in line or ": info: " in line]
+    code, lines, stderr = _check(tmp_path, "res.py", "--headline", "modules")
+    assert code == 0, stderr
+    assert f"res.py:{line_of(text, 'def build')}:13: hint: 20 params · 16 MACs · ≥ 32 FLOPs" in lines
+    (warning,) = [line for line in lines if ": warning: " in line]
+    assert warning.startswith(f"res.py:{line_of(text, 'return self.fc(x) + x')}:9: warning: aten.add in the own forward "
+                              "of `(root)`: no module formula counts it")

@@ -101,8 +101,12 @@ def test_editor_labels_compose_the_formatter():
     def done(value):
         return {"status": "complete", "value": value, "known_value": value}
 
-    totals = {"parameters": done(11_689_512), "macs": done(1_820_000_000), "module_flops": done(3_640_000_000)}
+    totals = {"parameters": done(11_689_512), "operator_macs": done(1_820_000_000), "operator_flops": done(3_640_000_000),
+              "macs": {"status": "partial", "value": None, "known_value": 1_700_000_000},
+              "module_flops": {"status": "partial", "value": None, "known_value": 3_400_000_000}}
+    # the headline is the dispatched operators' count unless the module formulas are asked for
     assert labels.totals_label(totals) == "11.7M params · 1.82 GMACs · 3.64 GFLOPs"
+    assert labels.totals_label(totals, "modules") == "11.7M params · ≥ 1.70 GMACs · ≥ 3.40 GFLOPs"
     assert labels.shape_label({"kind": "tensor", "shape": [1, 64, 56, 56]}) == "→ (1, 64, 56, 56)"
 
 

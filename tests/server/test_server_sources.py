@@ -108,21 +108,24 @@ async def test_each_child_of_a_multi_line_sequential_and_the_attention_line(clie
     path = client.root / "layers.py"
     uri = await analysed(client, client.status, path)
     by_line = labels_by_line(await hints(client, uri))
-    # input (1, 5, 32). Linear(32, 32): 32·32 + 32 = 1,056 params; FLOPs per row 32·(2·32 − 1) + 32
-    #   = 2,048, over 5 rows = 10,240 → "10.2 kFLOPs". ReLU: 0 params, 5·32 = 160 FLOPs.
-    # Linear(32, 8, bias=False): 256 params; 5 rows · 8 · (2·32 − 1) = 2,520 → "2.52 kFLOPs".
+    # The labels show the dispatched operators (PyTorch's convention: a product of K terms is 2·K).
+    # input (1, 5, 32). Linear(32, 32): 32·32 + 32 = 1,056 params; its addmm 2·5·32·32 = 10,240
+    #   → "10.2 kFLOPs". ReLU: 0 params, 5·32 = 160 FLOPs.
+    # Linear(32, 8, bias=False): 256 params; its mm 2·5·32·8 = 2,560 → "2.56 kFLOPs".
     assert by_line[line_of(path, "nn.Linear(32, 32)")] == ["1.06k params · 10.2 kFLOPs"]
     assert by_line[line_of(path, "nn.ReLU()")] == ["0 params · 160 FLOPs"]
-    assert by_line[line_of(path, "nn.Linear(32, 8,")] == ["256 params · 2.52 kFLOPs"]
-    # no module formula sees the work in Attention's own forward: a lower bound, never a plain 0
-    assert by_line[line_of(path, "Attention(),")] == ["0 params · ≥ 0 FLOPs"]
+    assert by_line[line_of(path, "nn.Linear(32, 8,")] == ["256 params · 2.56 kFLOPs"]
+    # no module formula sees the work in Attention's own forward, the dispatcher does: with H = 4
+    # heads of D = 8 over T = 5 tokens, q @ qᵀ is 2·4·5·5·8 = 1,600 FLOPs, the softmax over 4·5 rows of
+    # 5 is 3·100 − 20 = 280, and att @ q another 1,600: 3,480 → "3.48 kFLOPs", complete
+    assert by_line[line_of(path, "Attention(),")] == ["0 params · 3.48 kFLOPs"]
     # B = 1, T = 5, H = 4, D = 32 / 4 = 8: q (1, 4, 5, 8) @ qᵀ (1, 4, 8, 5) = (B, H, T, T) = (1, 4, 5, 5)
     assert by_line[line_of(path, "att = q @ q")] == ["→ (1, 4, 5, 5)"]
     assert by_line[line_of(path, "q = x.view")] == ["→ (1, 4, 5, 8)"]
     # back to (B, T, C) = (1, 5, 32)
     assert by_line[line_of(path, "return (att.softmax")] == ["→ (1, 5, 32)"]
-    # the class line: its one instance, "2" in the Sequential
-    assert by_line[line_of(path, "class Attention")] == ["0 params · ≥ 0 FLOPs"]
+    # the class line: its one instance, "2" in the Sequential, by the same rule
+    assert by_line[line_of(path, "class Attention")] == ["0 params · 3.48 kFLOPs"]
 
     hover = await _hover(client, uri, line_of(path, "nn.ReLU()"))
     assert "### ReLU" in hover.contents.value and "Paths: `1`" in hover.contents.value
@@ -136,9 +139,9 @@ async def test_a_head_tied_to_the_embedding_says_it_shares(client):
     by_line = labels_by_line(await hints(client, uri))
     # Embedding(50, 8): 50·8 = 400 parameters. The head's weight is the embedding's (one tensor,
     # counted once, under emb): the head owns nothing and shares those 400. Its matmul still runs:
-    # ids (1, 4) → (1, 4, 8) → 4 rows · 50 · (2·8 − 1) = 3,000 FLOPs.
+    # ids (1, 4) → (1, 4, 8) → mm 2·4·8·50 = 3,200 FLOPs.
     assert by_line[line_of(path, "self.emb =")] == ["400 params · 0 FLOPs"]
-    assert by_line[line_of(path, "self.head =")] == ["400 params shared with emb · 3.00 kFLOPs"]
+    assert by_line[line_of(path, "self.head =")] == ["400 params shared with emb · 3.20 kFLOPs"]
     hover = await _hover(client, uri, line_of(path, "self.head ="))
     assert "400 parameters shared with `emb` (counted there)" in hover.contents.value
 
@@ -156,11 +159,11 @@ async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     uri = from_fs_path(str(library))
     by_line = labels_by_line(await hints(client, uri, lines=2000))
     # head_dim = 32 / 4 = 8; q_proj = Linear(32, 4·8 = 32, bias=False) in each of the 2 layers:
-    #   2 · 32·32 = 2,048 params; on (1, 8, 32): 8 rows · 32 · (2·32 − 1) = 16,128 FLOPs a call,
-    #   2 calls = 32,256 → "32.3 kFLOPs". k_proj = Linear(32, 2·8 = 16): 2 · 512 = 1,024 params,
-    #   2 · 8·16·63 = 16,128 FLOPs.
-    assert by_line[line_of(library, "self.q_proj = nn.Linear")] == ["×2 · 2.05k params · 32.3 kFLOPs"]
-    assert by_line[line_of(library, "self.k_proj = nn.Linear")] == ["×2 · 1.02k params · 16.1 kFLOPs"]
+    #   2 · 32·32 = 2,048 params; on (1, 8, 32) its mm is 2·8·32·32 = 16,384 FLOPs a call, 2 calls
+    #   = 32,768 → "32.8 kFLOPs". k_proj = Linear(32, 2·8 = 16): 2 · 512 = 1,024 params,
+    #   2 · 2·8·32·16 = 16,384 FLOPs.
+    assert by_line[line_of(library, "self.q_proj = nn.Linear")] == ["×2 · 2.05k params · 32.8 kFLOPs"]
+    assert by_line[line_of(library, "self.k_proj = nn.Linear")] == ["×2 · 1.02k params · 16.4 kFLOPs"]
     # the call line of q_proj shows its output: (1, 8, 32)
     assert by_line[line_of(library, "query_states = self.q_proj(")] == ["→ (1, 8, 32)"]
     # the residual add after the attention, a line that calls no module: (B, T, hidden) = (1, 8, 32)
@@ -174,3 +177,27 @@ async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     text = hover.contents.value
     assert "### Linear ×2" in text
     assert "`model.layers.0.self_attn.q_proj`, `model.layers.1.self_attn.q_proj`" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed "
+                    "(the examples extra)")
+async def test_the_line_that_builds_a_library_model_shows_the_model_and_its_children(client):
+    path = client.root / "mistral.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # hidden 32, 4 heads of 8, 2 key-value heads (k and v are 16 wide), MLP 64, vocabulary 64, 2 layers:
+    # embedding 64·32 = 2,048; a layer: q 32·32 + k 32·16 + v 32·16 + o 32·32 = 3,072, gate, up and
+    # down 3·32·64 = 6,144, two norms 2·32 = 64: 9,280; the final norm 32; the (untied) head 32·64 =
+    # 2,048. 2,048 + 2·9,280 + 32 + 2,048 = 22,688 → "22.7k params"
+    (total,) = by_line[line_of(path, "def build_mistral")]
+    params, _, flops = total.split(" · ")
+    assert params == "22.7k params"
+    # the factory's line that ran the library's constructor says what it built: the whole model
+    assert by_line[line_of(path, "model = MistralForCausalLM")] == [f"{params} · {flops}"]
+    hover = (await _hover(client, uri, line_of(path, "model = MistralForCausalLM"))).contents.value
+    assert hover.startswith("### MistralForCausalLM\n")   # the model, not its nine module classes
+    assert "Input: input_ids=(1, 8) → output:" in hover   # a keyword input, by name
+    assert "**Children** (2)" in hover
+    assert "| `model` | MistralModel | 20.6k params |" in hover   # 2,048 + 2·9,280 + 32 = 20,640
+    assert "| `lm_head` | Linear | 2.05k params |" in hover
+    assert "Not counted" not in hover

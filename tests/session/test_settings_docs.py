@@ -41,3 +41,14 @@ def test_the_table_lists_every_setting_with_its_default():
         assert written == default, name  # None: a default in words ("the server's interpreter")
         expected = "bool" if isinstance(default, bool) else "number" if isinstance(default, (int, float)) else "string"
         assert kind.startswith(expected), (name, kind)
+
+
+def test_the_headline_takes_one_of_its_words_and_names_the_setting_otherwise():
+    from torchscan_lsp.session.settings import merge
+
+    assert Settings().headline == "operators" and Settings().receptiveFieldNotes is False
+    settings, problems = merge(Settings(), {"headline": "modules", "receptive_field_notes": True})
+    assert (settings.headline, settings.receptiveFieldNotes, problems) == ("modules", True, [])
+    settings, problems = merge(Settings(), {"headline": "formulas"})
+    assert settings.headline == "operators"
+    assert problems == ['setting torchscan.headline must be "operators" or "modules", got \'formulas\'']

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from torchscan_lsp.cli.arguments import NO_TARGET, add_paths, add_workspace_arguments
+from torchscan_lsp.session.settings import HEADLINES
 from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
 
@@ -36,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_paths(parser, "Python files or folders to check")
     add_workspace_arguments(parser)
     parser.add_argument("--no-hints", action="store_true", help="print diagnostics only")
+    parser.add_argument("--headline", choices=HEADLINES,
+                        help="the counting method the hints show and warn about: the dispatched operators "
+                        "(default) or the module formulas (the setting torchscan.headline)")
     parser.set_defaults(run=run)
     return parser
 
@@ -48,7 +52,8 @@ def _display(path: Path) -> str:
 
 
 async def check(files: list[SourceFile], root: Path, *, python: str | None, timeout: float | None, hints: bool,
-                memory_mb: float | None = None, paths: list[Path] | None = None) -> tuple[list[str], int]:
+                memory_mb: float | None = None, headline: str | None = None,
+                paths: list[Path] | None = None) -> tuple[list[str], int]:
     """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files` of ``paths``) under
     ``root``; returns the output lines and the number of errors (a file named without targets, or
     paths without any, is one, as for ``scan``)."""
@@ -60,7 +65,8 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     from torchscan_lsp.server.positions import Lines
     from torchscan_lsp.contract.messages import is_library
 
-    session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb)
+    session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb,
+                                        headline=headline)
     documents, unreadable = session.open_files(files, str(root))
     time_alone(session)
     for document in documents:
@@ -90,11 +96,15 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
                 and not any(str(getattr(p, "severity", "error")) == "error" for p in document.problems):
             entries.append((0, 0, "error", NO_TARGET))  # a file named without targets, as for scan
             errors += 1
-        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root))):
+        settings = session.settings
+        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root)),
+                                   path=document.path, headline=settings.headline,
+                                   receptive_field_notes=settings.receptiveFieldNotes):
             errors += d.severity == types.DiagnosticSeverity.Error
             entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
         if hints:
-            for h in build_inlay_hints(rel, lines, states, session.settings.inlayHints):
+            for h in build_inlay_hints(rel, lines, states, settings.inlayHints, path=document.path,
+                                       headline=settings.headline):
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
         out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
@@ -120,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
-                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb, paths=paths))
+                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb,
+                                      headline=args.headline, paths=paths))
     for line in lines:
         print(line)
     return 1 if errors else 0

@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
 from torchscan_lsp.contract.metrics import (
+    METHOD_FLOP_COUNTER,
     METHOD_MODULE_FORMULA,
+    METHOD_OPERATOR_MACS,
     STATUS_COMPLETE,
     MetricResult,
     aggregate,
@@ -26,6 +28,7 @@ __all__ = [
     "PACKAGE",
     "DIAGNOSTIC_NOT_APPLICABLE",
     "MODULE_FORMULA_METRICS",
+    "OPERATOR_METRICS",
     "Diagnostic",
     "LayerReport",
     "AnalysisReport",
@@ -35,6 +38,8 @@ __all__ = [
     "layer_key",
     "in_subtree",
     "subtree_total",
+    "ancestors",
+    "inclusive_total",
 ]
 
 #: Version of the wire schema; independent of the package version. Readers reject other versions.
@@ -55,6 +60,10 @@ DIAGNOSTIC_NOT_APPLICABLE = "metric_not_applicable"
 
 #: The per-call metrics module formulas compute, with their units.
 MODULE_FORMULA_METRICS = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
+
+#: The per-call dispatcher counts (inclusive: a call's children and its own work), with their
+#: units and methods.
+OPERATOR_METRICS = {"operator_flops": ("FLOPs", METHOD_FLOP_COUNTER), "operator_macs": ("MACs", METHOD_OPERATOR_MACS)}
 
 
 class _DiagnosticBase(TypedDict):
@@ -201,3 +210,34 @@ def subtree_total(
         and diag.get("path") is not None and in_subtree(str(diag["path"]), roots)
     ]
     return aggregate(parts, unit=unit, scope=scope, method=method)
+
+
+def ancestors(path: str) -> list[str]:
+    """The paths of the modules above ``path``, outermost first: ``"a.b.c"`` → ``["", "a", "a.b"]``;
+    the root ``""`` has none."""
+    if not path:
+        return []
+    parts = path.split(".")
+    return [""] + [".".join(parts[:end]) for end in range(1, len(parts))]
+
+
+def inclusive_total(layers: Iterable[Mapping[str, Any]], name: str, roots: Iterable[str] = ("",)) -> MetricResult:
+    """The total of an inclusive per-call metric (``operator_flops``, ``operator_macs``) over the
+    modules at ``roots`` and below.
+
+    A call's operator counts already hold its children's and its own ``forward``'s work, so the
+    parts are the metric of the *outermost* calls of the subtree only (those with no ancestor
+    module called in the subtree: a module's calls, or for a container never called itself, its
+    called children), summed by :func:`~torchscan_lsp.contract.metrics.aggregate`. A call without
+    the metric (structure mode) is an unknown part: the sum is then partial, or unavailable.
+    """
+    unit, method = OPERATOR_METRICS[name]
+    roots = tuple(roots)
+    inside = [layer for layer in layers if in_subtree(str(layer.get("path", "")), roots)]
+    called = {str(layer.get("path", "")) for layer in inside}
+    parts = [
+        (layer.get("metrics") or {}).get(name) or not_counted(unit, "forward", method)
+        for layer in inside
+        if not any(above in called for above in ancestors(str(layer.get("path", ""))))
+    ]
+    return aggregate(parts, unit=unit, scope="forward", method=method)

@@ -50,7 +50,7 @@ class TorchscanServer(LanguageServer):
     def __init__(self) -> None:
         # No handler runs on pygls' thread pool: its one thread reads stdin.
         super().__init__("torchscan-lsp", package_version(), max_workers=1)
-        self.session = Session(listener=self)
+        self.session = Session(listener=self, keep_results=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
@@ -136,7 +136,11 @@ class TorchscanServer(LanguageServer):
         became_allowed = new.allowExecution and not old.allowExecution
         if self.settings_ready.is_set() and (became_allowed or new.python != old.python):
             self.session.reanalyse_all()
-        if new.inlayHints != old.inlayHints:
+        shown = (new.headline, new.receptiveFieldNotes) != (old.headline, old.receptiveFieldNotes)
+        if shown:  # other numbers and other diagnostics on every open document
+            for document in list(self.session.store.documents.values()):
+                self.publish(document)
+        if shown or new.inlayHints != old.inlayHints:
             self.refresh_views()
 
     # notifications ----------------------------------------------------------------------------
@@ -159,9 +163,11 @@ class TorchscanServer(LanguageServer):
 
     def diagnostics_for(self, document: Document) -> list[types.Diagnostic]:
         """All diagnostics of ``document`` (one builder for pushes and pulls)."""
+        settings = self.session.settings
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
                                              self.states_for(document), self.session.config_error(document.root),
-                                             self.client.name)
+                                             self.client.name, path=document.path, headline=settings.headline,
+                                             receptive_field_notes=settings.receptiveFieldNotes)
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""

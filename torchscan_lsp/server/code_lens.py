@@ -13,12 +13,14 @@ from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
 from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.measurements import model_latency, model_memory
 from torchscan_lsp.session.state import TargetState
 
 
-def summary_title(state: TargetState) -> str:
-    """The summary lens text: totals, or what the target is waiting for or why it failed."""
+def summary_title(state: TargetState, headline: str = DEFAULT_HEADLINE) -> str:
+    """The summary lens text: totals (MACs and FLOPs of the ``headline`` method), or what the
+    target is waiting for or why it failed."""
     if state.untrusted:
         return "torchscan: not analysed (untrusted workspace)"
     if state.view is None:
@@ -27,7 +29,7 @@ def summary_title(state: TargetState) -> str:
         if state.error is not None:
             return f"torchscan: failed ({(state.error.get('error') or {}).get('kind', 'crash')})"
         return "torchscan: not analysed yet"
-    title = labels.totals_label(state.view.totals)
+    title = labels.totals_label(state.view.totals, headline)
     latency = model_latency(state)
     if latency is not None:
         title += fmt.SEPARATOR + fmt.metric_text(latency, "seconds")
@@ -41,7 +43,8 @@ def summary_title(state: TargetState) -> str:
     return title
 
 
-def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list[types.CodeLens]:
+def build_code_lenses(uri: str, lines: Lines, states: list[TargetState],
+                      headline: str = DEFAULT_HEADLINE) -> list[types.CodeLens]:
     """Code lenses for the targets defined in the document at ``uri`` (``states``: its own)."""
     lenses = []
     for state in states:
@@ -51,7 +54,7 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState]) -> list
         actions = () if state.untrusted else (("Re-analyse", REANALYSE), ("Show report", SHOW_REPORT),
                                               ("Measure latency", MEASURE_LATENCY), ("Measure memory", MEASURE_MEMORY),
                                               ("Measure training step", MEASURE_TRAINING))
-        for title, command in ((summary_title(state), summary_command), *actions):
+        for title, command in ((summary_title(state, headline), summary_command), *actions):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses
 
@@ -65,4 +68,4 @@ def register(server: LanguageServer) -> None:
         if document is None:
             return []
         states = ls.session.store.states_in(document.root, document.rel)
-        return build_code_lenses(params.text_document.uri, ls.lines(document), states)
+        return build_code_lenses(params.text_document.uri, ls.lines(document), states, ls.session.settings.headline)

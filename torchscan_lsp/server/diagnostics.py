@@ -3,10 +3,9 @@
 - target problems (syntax errors, bad pragmas) where the scan found them;
 - an information diagnostic on each target while the workspace is not trusted;
 - an error where a failing analysis raised (the innermost workspace frame), and on the target line;
-- a warning on each line whose module or operator work was not counted;
-- an information diagnostic for a receptive field (or token dependencies) that could not be
-  derived: it concerns no cost count, so it must not read as a problem to fix;
-- an information diagnostic on the target line when its totals are partial (lower bounds);
+- a result's findings (:mod:`torchscan_lsp.session.findings`): a warning only where a number shown
+  is a lower bound, one per line and cause; receptive-field notes when asked for; an information
+  on the target line when a total shown is a lower bound;
 - on the target line, each measurement of the latest job that failed: an error when it was asked
   for, a warning for the training estimate that runs unasked;
 - a warning on the target line for its training step: over the memory budget (naming the largest
@@ -25,6 +24,8 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import error_message, untrusted_message
 from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.session.findings import result_findings
+from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.session.measurements import measurement_failures
 from torchscan_lsp.session.training import training_report
@@ -81,75 +82,12 @@ def _on_the_target(state: TargetState, line: int | None) -> bool:
     return min(first, state.line) <= line <= state.line
 
 
-MAX_NAMED_PATHS = 3
-
-
-def _uncounted_message(diagnostics: list[dict]) -> str:
-    """One message for report diagnostics that share an operator, or a code and message.
-
-    An operator: ``"aten.mean: not counted in operator FLOPs: <message>"``. Module diagnostics:
-    ``"<message>: <metrics> not counted for `a`, `b` and 3 more modules"`` (``not derived`` for a
-    receptive field, which is no count).
-    """
-    first = diagnostics[0]
-    if first.get("operator"):
-        return f"{first['operator']}: not counted in operator FLOPs: {first.get('message', '')}"
-    metrics = ", ".join(dict.fromkeys(d.get("metric", "?") for d in diagnostics))
-    paths = [f"`{p or '(root)'}`" for p in dict.fromkeys(d.get("path") for d in diagnostics)]
-    named = ", ".join(paths[:MAX_NAMED_PATHS])
-    if len(paths) > MAX_NAMED_PATHS:
-        named += f" and {len(paths) - MAX_NAMED_PATHS} more modules"
-    verb = "not derived" if all(_advisory(d) for d in diagnostics) else "not counted"
-    return f"{first.get('message', '')}: {metrics} {verb} for {named}"
-
-
-ADVISORY_METRICS = frozenset({"receptive_field", "effective_stride", "effective_padding", "token_dependencies"})
-"""Report metrics that describe the model rather than count its cost: their diagnostics are
-information, since nothing is missing from the parameter, FLOP, MAC or DMA counts."""
-
-
-def _advisory(diagnostic: dict) -> bool:
-    return diagnostic.get("metric") in ADVISORY_METRICS
-
-
-def _severity(group: list[dict]) -> types.DiagnosticSeverity:
-    """Error for an engine error, information for receptive-field notes, else a warning."""
-    if group[0].get("severity") == "error":
-        return types.DiagnosticSeverity.Error
-    if all(_advisory(d) for d in group):
-        return types.DiagnosticSeverity.Information
-    return types.DiagnosticSeverity.Warning
-
-
-def _group(diagnostics: Iterable[dict]) -> list[list[dict]]:
-    """Report diagnostics grouped by operator, or by code and message (one group per cause); a
-    receptive-field note never shares a group with a cost diagnostic (their severities differ)."""
-    groups: dict[tuple, list[dict]] = {}
-    for d in diagnostics:
-        key = ("operator", d["operator"]) if d.get("operator") else ("module", d.get("code"), d.get("message"), _advisory(d))
-        groups.setdefault(key, []).append(d)
-    return list(groups.values())
-
-
-def _report_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
-    view = state.view
-    out: list[types.Diagnostic] = []
-    sited = [(lines.statement(line), info.diagnostics) for line, info in sorted(state.lines_in(rel, lines.lines).items())]
-    if state.key.file == rel:
-        sited.append((lines.statement(state.line), view.unattributed_diagnostics()))
-    for range_, found in sited:
-        for group in _group(found):
-            out.append(_diagnostic(range_, _uncounted_message(group), _severity(group), group[0].get("code", "uncounted")))
-    if state.key.file != rel:
-        return out
-    partial = [name for name, metric in view.totals.items() if (metric or {}).get("status") == "partial"]
-    if partial:
-        out.append(_diagnostic(
-            lines.statement(state.line),
-            f"{state.key.name}: partial totals ({', '.join(partial)}) are lower bounds: some work was not counted; "
-            "the warnings name it",
-            types.DiagnosticSeverity.Information, "partial-totals"))
-    return out
+def _report_diagnostics(rel: str, lines: Lines, state: TargetState, path: str | None, headline: str,
+                        receptive_field_notes: bool) -> list[types.Diagnostic]:
+    """The folded findings of ``state``'s result for this file (:mod:`torchscan_lsp.session.findings`)."""
+    found = result_findings(state, state.name_for(rel, path), lines.lines, headline=headline,
+                            receptive_field_notes=receptive_field_notes)
+    return [_diagnostic(lines.statement(f.line), f.message, _SEVERITY[f.severity], f.code) for f in found]
 
 
 def _measurement_failure_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
@@ -171,10 +109,15 @@ def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagno
     (naming the largest categories), a memory method that failed, work its FLOPs did not count."""
     range_ = lines.statement(state.line)
     report = training_report(state)
+    groups: dict[tuple, list[dict]] = {}   # one warning per cause: an operator, or a code and message
+    for d in (report or {}).get("diagnostics") or ():
+        key = ("operator", d["operator"]) if d.get("operator") else ("other", d.get("code"), d.get("message"))
+        groups.setdefault(key, []).append(d)
     out = []
-    for group in _group((report or {}).get("diagnostics") or ()):
+    for group in groups.values():
         first = group[0]
-        message = (f"training step: {_uncounted_message(group)} ({', '.join(dict.fromkeys(d['metric'] for d in group))})"
+        message = (f"training step: {first['operator']}: not counted in operator FLOPs: {first.get('message', '')} "
+                   f"({', '.join(dict.fromkeys(d['metric'] for d in group))})"
                    if first.get("operator") else f"{state.key.name}: {first.get('message')}")
         out.append(_diagnostic(range_, message, types.DiagnosticSeverity.Warning, first.get("code", "training")))
     return out
@@ -194,11 +137,15 @@ def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetSt
 
 
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
-                      config_error: Any = None, client: str | None = None) -> list[types.Diagnostic]:
-    """All diagnostics of workspace-relative file ``rel``; duplicates (same range and message) once.
+                      config_error: Any = None, client: str | None = None, *, path: str | None = None,
+                      headline: str = DEFAULT_HEADLINE, receptive_field_notes: bool = False) -> list[types.Diagnostic]:
+    """All diagnostics of workspace-relative file ``rel`` (absolute ``path``, by which a result names
+    a library file); duplicates (same range and message) once.
 
     ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any; ``client`` the
-    editor's name, which words the untrusted-workspace advice (:func:`untrusted_message`).
+    editor's name, which words the untrusted-workspace advice (:func:`untrusted_message`);
+    ``headline`` and ``receptive_field_notes`` the settings that say which numbers are shown and
+    whether receptive-field notes were asked for.
     """
     out = problem_diagnostics(lines, problems)
     if config_error is not None:
@@ -211,7 +158,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
         if state.error is not None:
             out.extend(_error_diagnostics(rel, lines, state))
         if state.view is not None and state.error is None:
-            out.extend(_report_diagnostics(rel, lines, state))
+            out.extend(_report_diagnostics(rel, lines, state, path, headline, receptive_field_notes))
             if state.key.file == rel:
                 out.extend(_measurement_failure_diagnostics(lines, state))
                 out.extend(_training_diagnostics(lines, state))

@@ -1,7 +1,8 @@
-"""Hover cards: a target's totals, top modules and measurements (the training step's FLOPs and peak
-memory by category among them); a module line's type, paths, parameters,
-shapes, work (with statuses and methods), receptive field or token dependencies and diagnostics;
-a line's operators. Markdown, built from the target states alone (no I/O)."""
+"""Hover cards: a target's totals (both counting methods), top modules and measurements (the
+training step's FLOPs and peak memory by category among them); a module line's type, paths,
+parameters, inputs and output, work by both methods with a note on where they differ and why,
+direct children, receptive field (where one applies) or token dependencies; a line's operators.
+Markdown, built from the target states alone (no I/O)."""
 
 from __future__ import annotations
 
@@ -15,49 +16,32 @@ from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
+from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
+from torchscan_lsp.session.findings import receptive_field_applies
+from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.measurements import model_latency, model_memory
 from torchscan_lsp.session.results import ResultView, outermost
 from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.session.training import TrainingSummary, training_failure, training_report, training_summary
 
-TOP_MODULES = 5
 MAX_PATHS = 8
 
-_TOTAL_ROWS = (
-    ("parameters", "params"), ("trainable_parameters", "params"), ("frozen_parameters", "params"),
-    ("parameter_bytes", "bytes"), ("buffer_elements", ""), ("module_flops", "FLOPs"),
-    ("operator_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs"),
-)
+
+def parameters_text(totals: dict) -> str:
+    """``"Parameters: 368 (368 trainable, 0 frozen, 1.44 KiB); buffers: 0 elements"`` from a report's
+    totals (a partial total behind ``≥``; a total the report lacks is left out)."""
+    detail = [f"{fmt.metric_text(totals[name], unit)}{word}" for name, unit, word in (
+        ("trainable_parameters", "", " trainable"), ("frozen_parameters", "", " frozen"), ("parameter_bytes", "bytes", ""))
+        if totals.get(name)]
+    text = f"Parameters: {fmt.metric_text(totals.get('parameters'), '')}" + (f" ({', '.join(detail)})" if detail else "")
+    if totals.get("buffer_elements"):
+        text += f"; buffers: {fmt.metric_text(totals['buffer_elements'], '')} elements"
+    return text
 
 
-def totals_table(view: ResultView) -> str:
-    """Markdown table of a report's totals: value, status and method of each."""
-    rows = ["| total | value | status | method |", "| --- | --- | --- | --- |"]
-    for name, unit in _TOTAL_ROWS:
-        metric = view.totals.get(name)
-        if metric:
-            rows.append(f"| {name} | {fmt.metric_text(metric, unit)} | {metric.get('status')} | {metric.get('method')} |")
-    return "\n".join(rows)
-
-
-def top_modules(view: ResultView, count: int = TOP_MODULES) -> str:
-    """Markdown table of the ``count`` leaf module calls with the most module-formula FLOPs."""
-    leaves = [layer for layer in view.layers if "module_flops" in layer.get("metrics", {})]
-    leaves.sort(key=lambda layer: -(metric_value(layer["metrics"]["module_flops"]) or 0))
-    if not leaves:
-        return ""
-    rows = ["| module | type | FLOPs | output |", "| --- | --- | --- | --- |"]
-    for layer in leaves[:count]:
-        name = layer["path"] or "(root)"
-        if layer.get("call_index"):
-            name += f" (call {layer['call_index']})"
-        rows.append(f"| `{name}` | {layer['type']} | {fmt.metric_text(layer['metrics']['module_flops'], 'FLOPs')} "
-                    f"| {labels.shape(layer.get('output'))} |")
-    return "**Top modules by FLOPs**\n\n" + "\n".join(rows)
-
-
-def target_card(state: TargetState, client: str | None = None) -> str:
-    """The hover card of a target line (``client``: the editor's name, see :func:`untrusted_message`)."""
+def target_card(state: TargetState, client: str | None = None, headline: str = DEFAULT_HEADLINE) -> str:
+    """The hover card of a target line (``client``: the editor's name, see :func:`untrusted_message`;
+    ``headline``: the method the label shows)."""
     parts = [f"### torchscan: `{state.key.name}` — {state.state_word()}"]
     if state.untrusted:
         parts.append(untrusted_message(client))
@@ -66,12 +50,13 @@ def target_card(state: TargetState, client: str | None = None) -> str:
     if state.view is not None:
         if state.stale or state.error is not None:
             parts.append(STALE_NOTE)
-        parts.append(labels.totals_label(state.view.totals))
-        parts.append(totals_table(state.view))
-        parts.append(top_modules(state.view))
-        inputs = state.view.report.get("inputs", {}).get("args") or []
-        if inputs:
-            parts.append("Inputs: " + ", ".join(labels.shape(meta) for meta in inputs))
+        view = state.view
+        parts.append(labels.totals_label(view.totals, headline))
+        parts.append(parameters_text(dict(view.totals)))
+        parts.append(methods_table(view, [""], dict(view.totals), headline))
+        parts.append(top_modules(view, headline))
+        if view.report.get("inputs"):
+            parts.append("Inputs: " + labels.inputs_text(view.report["inputs"]))
     memory = model_memory(state)
     if memory is not None:
         parts.append(f"Peak memory: {fmt.byte_size(memory['delta_bytes'])} above the baseline "
@@ -111,14 +96,16 @@ def training_card(summary: TrainingSummary) -> str:
         f"\n\n{note}" for note in summary.notes)
 
 
-def _rf_text(layer: dict) -> str:
+def _rf_text(layer: dict, spatial: bool) -> str:
+    """The token dependencies of an attention call, or, in a model where a receptive field applies
+    (``spatial``), the call's receptive field; ``""`` otherwise."""
     metrics = layer.get("metrics", {})
-    if "token_dependencies" in layer or "token_dependencies" in metrics:
-        record = layer.get("token_dependencies") or metrics.get("token_dependencies")
-        relation = record.get("relation") if isinstance(record, dict) else record
+    record = layer.get("token_dependencies") or metrics.get("token_dependencies")
+    relation = record.get("relation") if isinstance(record, dict) else record
+    if relation:
         return f"token dependencies: {relation}"
     rf = metrics.get("receptive_field")
-    if not rf:
+    if not rf or not spatial:
         return ""
     if rf.get("status") != "complete":
         return "receptive field: unavailable"
@@ -127,8 +114,20 @@ def _rf_text(layer: dict) -> str:
     return f"receptive field: {rf.get('value')} (stride {stride}, padding {padding})"
 
 
-def module_card(view: ResultView, paths: list[str]) -> str:
-    """The hover card of a line that built the modules at ``paths``."""
+def _merged(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Source-map operator entries of several lines, one per operator (calls and FLOPs summed; FLOPs
+    unknown when one line's are)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for op in operators:
+        into = merged.setdefault(op.get("operator"), {**op, "calls": 0, "flops": 0})
+        into["calls"] += op.get("calls") or 0
+        into["flops"] = None if into["flops"] is None or op.get("flops") is None else into["flops"] + op["flops"]
+    return list(merged.values())
+
+
+def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEADLINE) -> str:
+    """The hover card of a line that built the modules at ``paths`` (the outermost of what it built:
+    :meth:`ResultView.line_modules`), or of a ``class`` line with these instances."""
     layers = [view.by_key[k] for k in view.by_key if k[0] in paths]
     summary = view.module_summary(paths)
     title_types = " / ".join(view.types_of(paths))
@@ -142,28 +141,22 @@ def module_card(view: ResultView, paths: list[str]) -> str:
     )
     first = layers[0] if layers else {}  # a container never called itself has no call of its own
     if layers:
-        inputs = first.get("input", {}).get("args") or []
-        parts.append(f"Input: {', '.join(labels.shape(m) for m in inputs) or 'none'} → output: {labels.shape(first.get('output'))}"
+        parts.append(f"Input: {labels.inputs_text(first.get('input'))} → output: {labels.shape(first.get('output'))}"
                      + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
     else:
         parts.append("Never called itself: the numbers are its children's")
-    rows = ["| work | value | status | method |", "| --- | --- | --- | --- |"]
-    for name, unit in (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs")):
-        rows.append(f"| {name} | {fmt.metric_text(summary[name], unit)} | {summary[name]['status']} | {summary[name]['method']} |")
-    parts.append("\n".join(rows))
+    parts.append(methods_table(view, paths, summary, headline))
+    if len(paths) == 1:
+        parts.append(children_table(view, paths[0], headline))
     sites = view.call_sites(paths)
-    operators = [op for site in sites for op in (view.line(*site).operators if view.line(*site) else [])]
+    operators = _merged([op for site in sites for op in (view.line(*site).operators if view.line(*site) else [])])
     if operators:
         where = ", ".join(f"{file}:{line}" for file, line in sites[:4])
         parts.append(operators_card(view, operators, f"Operators dispatched from its call lines ({where})"))
-    rf = _rf_text(first)
+    rf = _rf_text(first, receptive_field_applies(view))
     if rf:
         parts.append(rf.capitalize())
-    concerns = view.diagnostics_for_paths(paths)
-    if concerns:
-        parts.append("**Not counted**\n\n" + "\n".join(f"- `{d.get('path') or '(root)'}` {d.get('metric')}: {d.get('message')}"
-                                                     for d in concerns[:10]))
-    return "\n\n".join(parts)
+    return "\n\n".join(part for part in parts if part)
 
 
 def _latency_row(record: dict) -> str:
@@ -222,17 +215,18 @@ def operators_card(view: ResultView, operators: list[dict[str, Any]], title: str
 
 
 def build_hover(rel: str, line: int, states: list[TargetState], current: list[str] | None = None,
-                client: str | None = None, path: str | None = None) -> str | None:
+                client: str | None = None, path: str | None = None, headline: str = DEFAULT_HEADLINE) -> str | None:
     """Markdown for a hover on 1-based ``line`` of workspace-relative ``rel``, or ``None``.
 
     ``current`` is the document's lines now: each result's lines are mapped onto them, so a hover
     follows unsaved edits and says nothing on a line that changed. ``None`` takes the lines as
     analysed. ``client`` is the editor's name (see :func:`untrusted_message`). ``path`` is the
     document's absolute path, by which a result names a library file (:meth:`TargetState.name_for`).
+    ``headline`` is the method labels show (``torchscan.headline``).
     """
     for state in states:
         if state.key.file == state.name_for(rel, path) and state.line == line:
-            return target_card(state, client)
+            return target_card(state, client, headline)
     for state in states:
         view = state.view
         info = state.line_info(state.name_for(rel, path), line, current)
@@ -240,14 +234,18 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             continue
         parts = [STALE_NOTE] if state.stale or state.error is not None else []
         if info.defined:
-            parts.append(module_card(view, info.defined))
-            parts.append(layer_latency_card(state.measurements, info.defined))
+            built = view.line_modules(info.defined)
+            parts.append(module_card(view, built, headline))
+            parts.append(layer_latency_card(state.measurements, built))
         elif info.instances:
-            parts.append(module_card(view, info.instances))
+            parts.append(module_card(view, info.instances, headline))
         if info.called:
             calls = outermost(info.called)
             outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
             parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
+            called = list(dict.fromkeys(p for p, _ in calls))
+            if not info.defined and len(called) == 1 and view.library_module(called[0]):
+                parts.append(module_card(view, called, headline))  # a library model: its children
         elif info.output is not None:
             owner = info.output.get("path")
             parts.append(f"Output: {labels.shape(info.output.get('output'))}, from `{info.output.get('operator')}`, the last "
@@ -272,7 +270,7 @@ def register(server: LanguageServer) -> None:
             return None
         lines = ls.lines(document)
         text = build_hover(document.rel, params.position.line + 1, ls.states_for(document), lines.lines, ls.client.name,
-                           document.path)
+                           document.path, ls.session.settings.headline)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),

@@ -17,6 +17,7 @@ from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.measurements import layer_latency
+from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method, other
 from torchscan_lsp.session.results import ResultView, outermost
 from torchscan_lsp.session.settings import InlayHintSettings
 from torchscan_lsp.session.state import TargetState
@@ -35,39 +36,32 @@ def _hint(lines: Lines, line: int, label: str, kind: types.InlayHintKind | None,
                            tooltip=tooltip, padding_left=True)
 
 
-def totals_tooltip(view: ResultView) -> str:
-    """Markdown lines of a report's totals, each with its status and method."""
+def methods_lines(metrics: dict, headline: str) -> str:
+    """Markdown lines of both methods' FLOPs and MACs in ``metrics`` (totals or a module summary),
+    the headline's first, each with its method: the detail behind a label."""
     rows = []
-    for name, unit in (("parameters", "params"), ("module_flops", "FLOPs"), ("operator_flops", "FLOPs"),
-                       ("macs", "MACs"), ("dmas", "DMAs")):
-        metric = view.totals.get(name)
-        if metric:
-            rows.append(f"- {name}: {fmt.metric_text(metric, unit)} ({metric.get('status')}, {metric.get('method')})")
+    for shown in (method(headline), other(headline)):
+        values = fmt.SEPARATOR.join(fmt.metric_text(metrics.get(name), unit) for name, unit in
+                                    ((shown.flops, "FLOPs"), (shown.macs, "MACs")))
+        rows.append(f"- {shown.title}{' (shown)' if shown is method(headline) else ''}: {values}")
     return "\n".join(rows)
 
 
-def params_text(summary: dict) -> str:
-    """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
-    for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""
-    if not summary.get("shared_elements"):
-        return fmt.params(summary["parameters"])
-    owners = summary["shared_with"]
-    names = ", ".join(owners[:2]) + (" …" if len(owners) > 2 else "")
-    shared = fmt.number(summary["shared_elements"])
-    if summary["parameters"]:
-        return f"{fmt.params(summary['parameters'])} + {shared} shared with {names}"
-    return f"{fmt.params(summary['shared_elements'])} shared with {names}"
+def totals_tooltip(view: ResultView, headline: str = DEFAULT_HEADLINE) -> str:
+    """Markdown lines of a report's totals: parameters, then both methods' counts."""
+    return f"- parameters: {fmt.metric_text(view.totals.get('parameters'), 'params')}\n" + methods_lines(dict(view.totals), headline)
 
 
-def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
-    """Label and tooltip of a definition line that built the modules at ``paths``.
+def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEADLINE) -> tuple[str, str]:
+    """Label and tooltip of a definition line that built the modules at ``paths`` (each the
+    outermost of what the line built: :meth:`ResultView.line_modules`).
 
-    The label is ``"<params> · <FLOPs>"`` summed over every instance, prefixed ``"×n · "`` when the
-    line built ``n`` > 1 instances of one type (a loop or comprehension), or ``"n modules · "`` when
-    they differ (``nn.Sequential(conv, relu, ...)`` on one line is not n copies of anything).
+    The label is ``"<params> · <FLOPs>"`` summed over every instance, the FLOPs of the ``headline``
+    method, prefixed ``"×n · "`` when the line built ``n`` > 1 instances of one type (a loop or
+    comprehension), or ``"n modules · "`` when they differ (``a, b = A(), B()``).
     """
     summary = view.module_summary(paths)
-    label = fmt.SEPARATOR.join([params_text(summary), fmt.metric_text(summary["module_flops"], "FLOPs")])
+    label = fmt.SEPARATOR.join([labels.params_text(summary), fmt.metric_text(summary[method(headline).flops], "FLOPs")])
     types_ = view.types_of(paths)
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
@@ -77,8 +71,7 @@ def module_label(view: ResultView, paths: list[str]) -> tuple[str, str]:
               if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
-               f"- module FLOPs: {fmt.metric_text(summary['module_flops'], 'FLOPs')} ({summary['module_flops']['status']})\n"
-               f"- MACs: {fmt.metric_text(summary['macs'], 'MACs')} ({summary['macs']['status']})")
+               + methods_lines(summary, headline))
     return label, tooltip
 
 
@@ -100,12 +93,14 @@ def output_label(info) -> tuple[str, str]:
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
-                      first_line: int = 1, last_line: int | None = None, path: str | None = None) -> list[types.InlayHint]:
+                      first_line: int = 1, last_line: int | None = None, path: str | None = None,
+                      headline: str = DEFAULT_HEADLINE) -> list[types.InlayHint]:
     """Inlay hints for workspace-relative file ``rel`` (absolute ``path``) between 1-based lines (inclusive).
 
     ``states`` are ordered by priority (:meth:`Store.states_for_file`): when several targets
     annotate the same line with the same kind of hint, the first one's hint is shown. A state whose
     model ran through the file as a library file names it by ``path`` (:meth:`TargetState.name_for`).
+    ``headline`` is the method whose MACs and FLOPs the labels show (``torchscan.headline``).
     """
     last_line = last_line or len(lines.lines)
     taken: set[tuple[int, str]] = set()
@@ -123,17 +118,20 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
         stale = state.stale or state.error is not None
         name = state.name_for(rel, path)
         if settings.totals and state.key.file == name:
-            add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals), None,
-                                                     _tooltip(state, totals_tooltip(view)), stale))
+            add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals, headline), None,
+                                                     _tooltip(state, totals_tooltip(view, headline)), stale))
         for line, info in sorted(state.lines_in(name, lines.lines).items()):
-            # The root module's cost is what the totals hint on the target line already says.
-            defined = [p for p in info.defined if p]
+            # The root module's cost is what the totals hint on the target line already says; a line
+            # that built the root's children without the root (a library model) gets the root's.
+            defined = view.line_modules([p for p in info.defined if p])
+            if defined == [""] and "" in info.defined:
+                defined = []
             if settings.modules and defined:
-                label, tip = module_label(view, defined)
+                label, tip = module_label(view, defined, headline)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             own_line = name == state.key.file and line == state.line
             if settings.modules and info.instances and not own_line:
-                label, tip = module_label(view, info.instances)
+                label, tip = module_label(view, info.instances, headline)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
@@ -160,11 +158,13 @@ def register(server: LanguageServer) -> None:
         if document is None:
             return []
         states = ls.states_for(document)
-        version = (hash(document.text), ls.session.settings.inlayHints,
+        settings = ls.session.settings
+        version = (hash(document.text), settings.inlayHints, settings.headline,
                    tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(
-                document.rel, ls.lines(document), states, ls.session.settings.inlayHints, path=document.path))
+                document.rel, ls.lines(document), states, settings.inlayHints, path=document.path,
+                headline=settings.headline))
         first, last = params.range.start.line, params.range.end.line
         return [hint for hint in cached[1] if first <= hint.position.line <= last]

@@ -1,4 +1,5 @@
-"""The editor's own compositions of formatted numbers: the totals line and the shape hint.
+"""The editor's own compositions of formatted numbers: the totals line, the shape hint, a call's
+inputs.
 
 Every number goes through :mod:`torchscan_lsp.contract.format`, the formatter the summary table,
 the HTML report and ``scan`` use too (``≥`` for a lower bound, ``?`` for a number not measured).
@@ -9,22 +10,25 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method
 
 SHAPE_LIMIT = 40
 """Characters of a shape hint before it is cut with ``…``."""
 
 
-def totals_label(totals: Mapping[str, Mapping[str, Any]]) -> str:
+def totals_label(totals: Mapping[str, Mapping[str, Any]], headline: str = DEFAULT_HEADLINE) -> str:
     """The one-line summary of a report's totals: ``"11.7M params · 1.82 GMACs · 3.64 GFLOPs"``.
 
-    FLOPs are the module-formula FLOPs (the same method as the MACs); operator FLOPs, counted by
-    another method, are shown beside them in hovers, never merged into this line.
+    MACs and FLOPs are the ``headline`` method's (:mod:`torchscan_lsp.session.headline`: the
+    dispatched operators' by default, else the module formulas'), both of one method; the other
+    method stands beside them in hovers, never merged into this line.
     """
+    shown = method(headline)
     return fmt.SEPARATOR.join(
         [
             fmt.metric_text(totals.get("parameters"), "params"),
-            fmt.metric_text(totals.get("macs"), "MACs"),
-            fmt.metric_text(totals.get("module_flops"), "FLOPs"),
+            fmt.metric_text(totals.get(shown.macs), "MACs"),
+            fmt.metric_text(totals.get(shown.flops), "FLOPs"),
         ]
     )
 
@@ -41,3 +45,27 @@ HOVER_SHAPE_LIMIT = 60
 def shape(meta: Mapping[str, Any] | None) -> str:
     """A value's shape as hovers and tooltips show it: ``(1, 64, 56, 56)``."""
     return fmt.shape_text(meta, limit=HOVER_SHAPE_LIMIT)
+
+
+def inputs_text(call_input: Mapping[str, Any] | None) -> str:
+    """A call's inputs as hovers show them, keyword arguments by name:
+    ``"(1, 3, 32, 32)"``, ``"input_ids=(1, 32), attention_mask=(1, 32), use_cache=bool"``; ``"none"``
+    for a call without arguments."""
+    call_input = call_input or {}
+    parts = [shape(meta) for meta in call_input.get("args") or []]
+    parts += [f"{name}={fmt.shape_text(meta, detail=(meta or {}).get('kind') == 'scalar', limit=HOVER_SHAPE_LIMIT)}"
+              for name, meta in (call_input.get("kwargs") or {}).items()]
+    return ", ".join(parts) or "none"
+
+
+def params_text(summary: dict) -> str:
+    """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
+    for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""
+    if not summary.get("shared_elements"):
+        return fmt.params(summary["parameters"])
+    owners = summary["shared_with"]
+    names = ", ".join(owners[:2]) + (" …" if len(owners) > 2 else "")
+    shared = fmt.number(summary["shared_elements"])
+    if summary["parameters"]:
+        return f"{fmt.params(summary['parameters'])} + {shared} shared with {names}"
+    return f"{fmt.params(summary['shared_elements'])} shared with {names}"

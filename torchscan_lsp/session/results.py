@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import is_library
-from torchscan_lsp.contract.report import MODULE_FORMULA_METRICS, in_subtree, subtree_total
+from torchscan_lsp.contract.report import (
+    MODULE_FORMULA_METRICS,
+    OPERATOR_METRICS,
+    ancestors,
+    in_subtree,
+    inclusive_total,
+    subtree_total,
+)
 
 Site = tuple[str, int]
 """A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
@@ -25,8 +32,9 @@ Site = tuple[str, int]
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
 
-_LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x\d+")
-"""An ``aten.add x2`` item of the operator list a ``container_work`` message ends with."""
+LISTED_OPERATOR = re.compile(r"([A-Za-z_][\w.]*) x(\d+)")
+"""An ``aten.add x2`` item (the operator, its calls) of the operator list a ``container_work``
+message ends with."""
 
 
 @dataclass
@@ -74,6 +82,9 @@ class ResultView:
         #: type names of the containers that were never called themselves (their children were)
         self.uncalled_types: dict[str, str] = {}
         self._summaries: dict[tuple[str, ...], dict] = {}
+        self._class_files: dict[str, str] = {}
+        #: paths of the modules built inside library code (their entries name a library line)
+        self._library_built: set[str] = set()
         self._index_source_map(result.get("source_map") or {})
         self._index_diagnostics()
 
@@ -99,11 +110,13 @@ class ResultView:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
 
         Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
-        "shared_elements", "shared_with", "module_flops", "macs", "dmas"}``: counts are ints (each
-        tensor counted once, as in the report); work entries are metric objects summed over every
-        call in the subtrees by the contract's one rule
-        (:func:`~torchscan_lsp.contract.report.subtree_total`), so work that ran in a container's own
-        ``forward`` and that no formula counted makes them partial. ``shared_elements`` are the
+        "shared_elements", "shared_with", "module_flops", "macs", "dmas", "operator_flops",
+        "operator_macs"}``: counts are ints (each tensor counted once, as in the report); work
+        entries are metric objects. The module formulas' are summed over every call in the subtrees
+        by the contract's one rule (:func:`~torchscan_lsp.contract.report.subtree_total`), so work
+        that ran in a container's own ``forward`` and that no formula counted makes them partial;
+        the dispatcher's, inclusive per call, over the outermost calls
+        (:func:`~torchscan_lsp.contract.report.inclusive_total`). ``shared_elements`` are the
         parameters of these modules that the report counted under other modules (``shared_with``,
         their paths): a head tied to an embedding has 0 parameters of its own and the embedding's
         elements shared.
@@ -125,6 +138,8 @@ class ResultView:
         diagnostics = self.report.get("diagnostics") or []
         for name, unit in MODULE_FORMULA_METRICS.items():
             summary[name] = subtree_total(layers, diagnostics, name, key, unit=unit)
+        for name in OPERATOR_METRICS:
+            summary[name] = inclusive_total(layers, name, key)
         self._summaries[key] = summary
         return summary
 
@@ -143,6 +158,33 @@ class ResultView:
             elements += stats.get("shared_elements", 0)
             owners += [owner for owner in others if owner not in owners]
         return {"shared_elements": elements, "shared_with": owners}
+
+    @functools.cached_property
+    def _known_paths(self) -> dict[str, None]:
+        """Every module path the result names (called or never called itself), in call order."""
+        return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
+
+    def children(self, path: str) -> list[str]:
+        """The direct children of module ``path`` that the result names, in first-call order."""
+        return [p for p in self._known_paths if p and ancestors(p)[-1] == path]
+
+    def line_modules(self, defined: Iterable[str]) -> list[str]:
+        """The modules a line built, as it should be summed and named: the outermost of ``defined``
+        (a child built inside a module built on the same line is part of it), or the root when the
+        line built every child of the root, each inside library code (``model =
+        MistralForCausalLM(config)``: the library's constructor ran on that line, and the factory
+        returned the model on another)."""
+        paths = list(dict.fromkeys(defined))
+        outer = [p for p in paths if not any(above in paths for above in ancestors(p))]
+        top = self.children("")
+        if "" not in outer and top and set(top) <= set(outer) and set(top) <= self._library_built:
+            return [""]
+        return outer
+
+    def library_module(self, path: str) -> bool:
+        """Whether module ``path``'s class is defined in a library file (installed model code such
+        as a ``transformers`` modeling file)."""
+        return is_library(self._class_files.get(path, ""))
 
     def types_of(self, paths: Iterable[str]) -> list[str]:
         """The distinct type names of the modules at ``paths``, sorted (called or not)."""
@@ -164,6 +206,30 @@ class ResultView:
         """Report diagnostics that name one of the module ``paths`` exactly."""
         wanted = set(paths)
         return [d for d in self.report.get("diagnostics") or [] if d.get("path") in wanted]
+
+    def container_operators(self, path: str, site: Site) -> dict[str, int]:
+        """The operators (name → calls) that ran on ``site`` while module ``path``'s own
+        ``forward`` was the innermost call, leaving out those that need no formula (views, copies)."""
+        found: dict[str, int] = {}
+        for where, entry in self._ops_by_module.get(path, []):
+            if where == site and not entry.get("ignored"):
+                found[entry["operator"]] = found.get(entry["operator"], 0) + int(entry.get("calls") or 0)
+        return found
+
+    def own_operators(self, path: str) -> list[str]:
+        """The operators that ran in module ``path``'s own ``forward`` (its call the innermost) and
+        need a formula (views and copies left out), in the order they first ran."""
+        return list(dict.fromkeys(entry["operator"] for _, entry in self._ops_by_module.get(path, [])
+                                  if not entry.get("ignored") and entry.get("operator")))
+
+    def operator_calls(self, site: Site, operator: str) -> dict[str, int]:
+        """The module calls (innermost path → calls of ``operator``) in which ``site`` ran it."""
+        found: dict[str, int] = {}
+        for module, entries in self._ops_by_module.items():
+            for where, entry in entries:
+                if where == site and entry.get("operator") == operator:
+                    found[module] = found.get(module, 0) + int(entry.get("calls") or 0)
+        return found
 
     def unattributed_diagnostics(self) -> list[dict]:
         """Report diagnostics with no workspace line (shown on the target's own line)."""
@@ -188,6 +254,8 @@ class ResultView:
             if key is None:
                 continue
             self.module_entries[key] = entry
+            if entry.get("library_defined_at"):
+                self._library_built.add(key[0])
             for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
                 if defined and defined.get("file") and defined.get("line"):
                     info = self.lines[(defined["file"], int(defined["line"]))]
@@ -202,6 +270,8 @@ class ResultView:
             if not isinstance(path, str):
                 continue
             self.uncalled_types[path] = str(entry.get("type") or "")
+            if entry.get("library_defined_at"):
+                self._library_built.add(path)
             for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:
                 if defined and defined.get("file") and defined.get("line"):
                     info = self.lines[(defined["file"], int(defined["line"]))]
@@ -215,6 +285,7 @@ class ResultView:
         for entry in source_map.get("classes") or []:
             if entry.get("file") and entry.get("line") and entry.get("paths"):
                 self.lines[(entry["file"], int(entry["line"]))].instances = list(entry["paths"])
+                self._class_files.update(dict.fromkeys(entry["paths"], entry["file"]))
         # (file, line, operator) -> the line's entry; module path -> the operators that ran while
         # its call was the innermost, with their sites
         merged: dict[tuple[str, int, str], dict] = {}
@@ -253,12 +324,13 @@ class ResultView:
         operators the message lists (of all the container's own work, when it lists none we know)
         while that container's call was the innermost. Empty for a result without that record."""
         own = self._ops_by_module.get(diagnostic["path"], [])
-        listed = set(_LISTED_OPERATOR.findall(diagnostic.get("message", "")))
+        listed = {name for name, _ in LISTED_OPERATOR.findall(diagnostic.get("message", ""))}
         sites = ([site for site, op in own if op.get("operator") in listed]
                  or [site for site, op in own if not op.get("ignored")])
         return sorted(set(sites))
 
-    def _operator_sites(self, operator: str) -> list[Site]:
+    def operator_sites(self, operator: str) -> list[Site]:
+        """The lines that ran ``operator`` without a formula (else every line that ran it)."""
         sites = [site for site, info in self.lines.items() for op in info.operators if op.get("operator") == operator]
         uncounted = [
             site
@@ -286,7 +358,7 @@ class ResultView:
                     site = self._module_site(diagnostic["path"])
                     sites = [site] if site else []
             elif diagnostic.get("operator"):
-                sites = self._operator_sites(diagnostic["operator"])
+                sites = self.operator_sites(diagnostic["operator"])
             for site in sites:
                 self.lines[site].diagnostics.append(diagnostic)
             if not any(not is_library(file) for file, _ in sites):  # no workspace line shows it

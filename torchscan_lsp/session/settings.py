@@ -20,6 +20,12 @@ SECTION = "torchscan"
 SETTINGS_WAIT_S = 5.0
 """How long the first analysis waits for the client's ``workspace/configuration`` answer."""
 
+HEADLINES = ("operators", "modules")
+"""The counting methods hints can headline (:mod:`torchscan_lsp.session.headline`)."""
+
+CHOICES = {"headline": HEADLINES}
+"""String settings that take one of a few words."""
+
 
 @dataclass(frozen=True)
 class InlayHintSettings:
@@ -51,6 +57,14 @@ class Settings:
         analyzeOnType: analyse unsaved buffers after ``debounceMs`` of quiet.
         debounceMs: debounce for analyse-on-type, milliseconds.
         maxWorkers: analyses that run at once.
+        headline: the counting method hints, lenses and the first row of hovers show:
+            ``"operators"`` (the dispatched operators' FLOPs and MACs, which see every operator that
+            ran) or ``"modules"`` (this project's module formulas, which also give DMAs).
+        receptiveFieldNotes: information diagnostics where a convolutional model's receptive field
+            could not be derived (off: the hover still shows the receptive field).
+        cacheResults: keep the editor's finished analyses on disk (under
+            ``$XDG_CACHE_HOME/torchscan-lsp/results``), so that a reopened editor shows the results of
+            unchanged targets at once (:mod:`~torchscan_lsp.session.cache` says what "unchanged" covers).
         inlayHints: per-kind switches.
     """
 
@@ -62,6 +76,9 @@ class Settings:
     analyzeOnType: bool = False
     debounceMs: float = 500.0
     maxWorkers: int = 2
+    headline: str = "operators"
+    receptiveFieldNotes: bool = False
+    cacheResults: bool = True
     inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
 
     @property
@@ -85,6 +102,11 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     elif isinstance(default, (int, float)) and not isinstance(default, bool):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return type(default)(value)
+    elif name in CHOICES:
+        if value in CHOICES[name]:
+            return value
+        words = " or ".join(f'"{word}"' for word in CHOICES[name])
+        raise ValueError(f"setting {SECTION}.{name} must be {words}, got {value!r}")
     elif isinstance(value, str) and value:
         return value
     elif name == "python" and isinstance(value, str):

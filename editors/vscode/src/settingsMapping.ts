@@ -17,6 +17,8 @@ export interface SettingSpec {
   readonly default: string | number | boolean | null;
   /** Whether a number setting must be a whole number. */
   readonly integer?: boolean;
+  /** The words a string setting may take, when it takes only a few. */
+  readonly choices?: readonly string[];
 }
 
 export const SETTINGS: readonly SettingSpec[] = [
@@ -28,6 +30,9 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'analyzeOnType', type: 'boolean', default: false },
   { key: 'debounceMs', type: 'number', default: 500 },
   { key: 'maxWorkers', type: 'number', default: 2, integer: true },
+  { key: 'headline', type: 'string', default: 'operators', choices: ['operators', 'modules'] },
+  { key: 'receptiveFieldNotes', type: 'boolean', default: false },
+  { key: 'cacheResults', type: 'boolean', default: true },
   { key: 'inlayHints.totals', type: 'boolean', default: true },
   { key: 'inlayHints.modules', type: 'boolean', default: true },
   { key: 'inlayHints.shapes', type: 'boolean', default: true },
@@ -51,7 +56,7 @@ function expectation(spec: SettingSpec): string {
     case 'string|null':
       return 'a path (a string) or null';
     case 'string':
-      return 'a non-empty string';
+      return spec.choices ? spec.choices.map((word) => JSON.stringify(word)).join(' or ') : 'a non-empty string';
     case 'boolean':
       return 'true or false';
     case 'number':
@@ -64,7 +69,7 @@ function isValid(spec: SettingSpec, value: unknown): boolean {
     case 'string|null':
       return value === null || typeof value === 'string';
     case 'string':
-      return typeof value === 'string' && value.trim() !== '';
+      return typeof value === 'string' && value.trim() !== '' && (!spec.choices || spec.choices.includes(value));
     case 'boolean':
       return typeof value === 'boolean';
     case 'number':

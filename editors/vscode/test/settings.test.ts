@@ -15,6 +15,9 @@ const DEFAULTS = {
   analyzeOnType: false,
   debounceMs: 500,
   maxWorkers: 2,
+  headline: 'operators',
+  receptiveFieldNotes: false,
+  cacheResults: true,
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 
@@ -35,6 +38,7 @@ describe('mapSettings', () => {
       device: 'cuda:1',
       timeoutSeconds: 0.5,
       maxWorkers: 4,
+      headline: 'modules',
       'inlayHints.shapes': false,
     };
     const mapped = mapSettings((key) => values[key], true);
@@ -44,6 +48,7 @@ describe('mapSettings', () => {
       device: 'cuda:1',
       timeoutSeconds: 0.5,
       maxWorkers: 4,
+      headline: 'modules',
       inlayHints: { totals: true, modules: true, shapes: false, latency: false },
     });
   });
@@ -60,12 +65,14 @@ describe('mapSettings', () => {
       device: '',
       'inlayHints.totals': 'yes',
       python: 3,
+      headline: 'formulas',
     };
     const mapped = mapSettings((key) => values[key], true);
     expect(mapped.settings).toEqual(DEFAULTS);
     expect(mapped.problems.map((problem) => problem.setting).sort()).toEqual([
       'torchscan.debounceMs',
       'torchscan.device',
+      'torchscan.headline',
       'torchscan.inlayHints.totals',
       'torchscan.maxWorkers',
       'torchscan.python',
@@ -75,6 +82,11 @@ describe('mapSettings', () => {
     expect(timeout?.message).toBe(
       'Setting torchscan.timeoutSeconds must be a positive number, but is "60s"; ' +
         'using the default 60. Fix it in your settings.json.',
+    );
+    const headline = mapped.problems.find((problem) => problem.setting === 'torchscan.headline');
+    expect(headline?.message).toBe(
+      'Setting torchscan.headline must be "operators" or "modules", but is "formulas"; ' +
+        'using the default "operators". Fix it in your settings.json.',
     );
   });
 });
@@ -128,7 +140,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(12);
+    expect(documented.size).toBe(15);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);

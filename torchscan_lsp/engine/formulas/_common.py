@@ -126,11 +126,21 @@ def num_params(module: nn.Module) -> int:
 
 
 def unsupported(module: nn.Module) -> int:
-    """Warn with the contract's text and return 0 (a class of PyTorch's quantization namespaces is
-    named in full, so that it never reads like its ``torch.nn`` namesake)."""
+    """Warn with the contract's text and return 0.
+
+    The class is named so that it never reads like a ``torch.nn`` namesake: a class outside torch by
+    its module-qualified name (``examples.gpt.LayerNorm``, a model's own norm), a class of PyTorch's
+    quantization namespaces in full, any other torch class by its name.
+    """
     from torchscan_lsp.engine.module_info import type_name
 
-    warnings.warn(f"Module type not supported: {type_name(type(module))}", UserWarning, stacklevel=3)
+    cls = type(module)
+    where = getattr(cls, "__module__", "") or ""
+    if where == "torch" or where.startswith("torch."):
+        name = type_name(cls)
+    else:
+        name = f"{where}.{cls.__qualname__.rpartition('<locals>.')[2]}" if where else cls.__qualname__
+    warnings.warn(f"Module type not supported: {name}", UserWarning, stacklevel=3)
     return 0
 
 
