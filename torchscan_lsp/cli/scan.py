@@ -139,6 +139,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     if config_error is not None:
         for problem in config_error.problems:
             out.problem(display(config_error.path), problem.line, problem.message)
+        if args.format == "json":
+            print("[]", file=stdout)  # stdout stays one JSON array, as when no target is found
         return 1
     for problem in problems:
         out.problem("torchscan-lsp", None, problem, "warning")
