@@ -79,3 +79,18 @@ def test_a_path_without_targets_is_an_error_in_scan_and_check(workspace, capsys,
     assert main(["check", path]) == 1
     out, err = capsys.readouterr()
     assert (out, err) == (check_line + "\n", "")
+
+
+def test_a_reader_that_stops_reading_is_no_error_of_ours(workspace):
+    """``scan ... | head -1``: stdout closed before the scan writes gives no 'internal error'."""
+    import subprocess
+    import sys
+
+    write(workspace, {"conv.py": "import torch.nn as nn\n\n\n# torchscan: input_shape=(3, 8, 8)\n"
+                                 "def build():\n    return nn.Conv2d(3, 8, 3)\n"})
+    scan = subprocess.Popen([sys.executable, "-m", "torchscan_lsp", "scan", "conv.py", "--format", "json"],
+                            cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    scan.stdout.close()   # the reader is gone before the first byte (the analysis takes seconds)
+    err = scan.stderr.read()
+    # 141 = 128 + SIGPIPE (13): what a shell reports for a writer whose reader went away
+    assert scan.wait(timeout=300) == 141 and err == ""

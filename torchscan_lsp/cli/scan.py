@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -73,7 +74,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--html",
         metavar="OUT.html",
-        help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html)",
+        help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html, "
+        "OUT.<file>.<target>.html where two files have a target of the same name)",
     )
     parser.set_defaults(run=run)
     return parser
@@ -87,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("torchscan-lsp: error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # stdout's reader stopped reading (``scan ... | head``): no error of ours, and the output
+        # still buffered must not fail again when the interpreter flushes it at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a program ended by SIGPIPE
     except Exception as error:  # noqa: BLE001 - never a traceback of ours
         print(f"torchscan-lsp: error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
