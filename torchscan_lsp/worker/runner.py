@@ -132,7 +132,7 @@ class _Job:
 
         module = self._import(scope, source)
         factory = self._lookup(module)
-        model, args, kwargs = build_model(factory, self.target_name, source, blame)
+        model, args, kwargs = build_model(factory, self.target_name, source, blame, device=options.get("device"))
         with hidden_from_dynamo():  # a compiled model: Dynamo traces the user's code, never ours
             return self._analyse(model, args, kwargs, factory, options)
 
