@@ -11,6 +11,7 @@ measurement lines all print through these functions, so one number reads the sam
   prints a number in full with thousands separators (``388,800``), for evidence such as the HTML.
 * The summary table keeps the reference's fixed two decimals (:func:`unit_scale`, :func:`fixed`).
 * :func:`shorten` cuts long text at a word boundary, never in the middle of a name.
+* :func:`layer_name` names a module path for a reader: ``'encoder.0'``, or ``the root module``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ __all__ = [
     "metric_text",
     "shape_text",
     "shorten",
+    "ROOT_MODULE",
+    "layer_name",
 ]
 
 LOWER_BOUND = "≥ "
@@ -235,3 +238,13 @@ def shorten(text: str, width: int) -> str:
             end += 1
         return text if end >= len(text) else text[:end] + "…"
     return text[:cut].rstrip(" ,;:") + "…"
+
+
+ROOT_MODULE = "the root module"
+"""How text for a reader names the module at path ``""`` (the model itself)."""
+
+
+def layer_name(path: Any, quote: str = "'") -> str:
+    """A module path as a reader sees it: ``'encoder.0'`` (between ``quote``), or
+    :data:`ROOT_MODULE` for the root's empty path (never ``''``)."""
+    return f"{quote}{path}{quote}" if path else ROOT_MODULE

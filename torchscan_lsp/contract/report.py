@@ -34,7 +34,6 @@ __all__ = [
     "AnalysisReport",
     "make_diagnostic",
     "IncompleteAnalysisError",
-    "incomplete_diagnostics",
     "layer_key",
     "in_subtree",
     "subtree_total",
@@ -128,40 +127,24 @@ def make_diagnostic(
     return diag  # type: ignore[return-value]
 
 
-def incomplete_diagnostics(report: Mapping[str, Any]) -> list[Diagnostic]:
-    """The report's diagnostics that say something is missing: all but the not-applicable ones."""
-    return [
-        diag
-        for diag in report.get("diagnostics") or ()
-        if isinstance(diag, dict) and diag.get("code") != DIAGNOSTIC_NOT_APPLICABLE
-    ]
-
-
-def _incomplete_names(report: Mapping[str, Any]) -> list[str]:
-    names = {
-        name
-        for name, metric in (report.get("totals") or {}).items()
-        if isinstance(metric, dict) and metric.get("status") != STATUS_COMPLETE
-    }
-    names.update(diag["metric"] for diag in incomplete_diagnostics(report) if "metric" in diag)
-    return sorted(names)
-
-
 class IncompleteAnalysisError(RuntimeError):
-    """Raised by strict analyses whose report is not complete. ``.report`` holds the full report.
+    """Raised by strict analyses whose report is not complete. ``.report`` holds the full report,
+    ``.failures`` the :class:`~torchscan_lsp.contract.strict.StrictFailure` of each count strict
+    asked for that is not complete (docs/report-schema.md, strict mode).
 
-    The message is ``Analysis is incomplete for: <names>.``: the sorted union of the totals that
-    are not complete and of the metrics of the diagnostics that say something is missing
-    (``metric_not_applicable`` ones do not; ``unknown metrics`` when both are empty).
+    The message is ``Analysis is incomplete for: <count> (<its methods' statuses>); ...``, e.g.
+    ``Analysis is incomplete for: flops (module_flops partial, operator_flops partial).``
+    (``unknown counts`` when ``failures`` is empty).
     """
 
-    def __init__(self, report: AnalysisReport | dict[str, Any]) -> None:
+    def __init__(self, report: AnalysisReport | dict[str, Any], failures: Iterable[Any] = ()) -> None:
         self.report = report
-        names = _incomplete_names(report)
-        super().__init__(f"Analysis is incomplete for: {', '.join(names) if names else 'unknown metrics'}.")
+        self.failures = tuple(failures)
+        told = "; ".join(str(failure) for failure in self.failures) or "unknown counts"
+        super().__init__(f"Analysis is incomplete for: {told}.")
 
     def __reduce__(self):  # keep the report when pickled (worker processes send errors back)
-        return (type(self), (self.report,))
+        return (type(self), (self.report, self.failures))
 
 
 def layer_key(layer: Mapping[str, Any]) -> tuple[str, int]:

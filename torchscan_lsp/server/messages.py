@@ -74,7 +74,7 @@ _ERROR_ADVICE = {
     "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension), "
                "dtype and device, or return (model, args) from the factory",
     "result": "the factory did not return a model",
-    "strict": "strict mode refused an incomplete analysis; count what is missing or drop strict=True",
+    "strict": "strict mode refused an incomplete analysis; count what is missing, or name fewer counts in the strict option",
     "timeout": "the analysis did not finish in time",
     "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
     "crash": "the worker process crashed",
