@@ -75,7 +75,7 @@ def _layer_rows(entries: list[Any], with_metrics: bool) -> str:
                                if isinstance(diff, dict))
         else:
             detail = escape(", ".join(sorted(metrics)))
-        rows.append([f"<code>{escape(entry.get('path') or '(root)')}</code>",
+        rows.append([(f"<code>{escape(entry.get('path'))}</code>" if entry.get('path') else fmt.ROOT_MODULE),
                      num(escape(fmt.exact(entry.get("call_index")))), detail])
     return table(["path", "call", "metrics"], rows) if rows else "<p>None.</p>"
 
