@@ -171,7 +171,8 @@ class Result(TypedDict, total=False):
     kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``.
     ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
     ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
-    the process printed anything."""
+    the process printed anything; ``ok`` true also ``library_stamps``, the modification times (ns)
+    of the installed module files the job imported, by absolute path (the result cache's check)."""
 
     ok: bool
     target: str | None
@@ -179,6 +180,7 @@ class Result(TypedDict, total=False):
     source_map: SourceMap
     measurements: dict[str, Any]
     imported_files: list[str]
+    library_stamps: dict[str, int]
     elapsed_s: float
     error: ErrorInfo
     log_tail: str

@@ -50,7 +50,7 @@ class TorchscanServer(LanguageServer):
     def __init__(self) -> None:
         # No handler runs on pygls' thread pool: its one thread reads stdin.
         super().__init__("torchscan-lsp", package_version(), max_workers=1)
-        self.session = Session(listener=self)
+        self.session = Session(listener=self, keep_results=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()

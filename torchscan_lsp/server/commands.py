@@ -11,9 +11,7 @@ an error that carries its message only.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,22 +22,15 @@ from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
+from torchscan_lsp.session.cache import cache_folder
 from torchscan_lsp.session.state import Document, TargetState
 
 
 def reports_dir(root: str) -> Path:
-    """Folder that receives the reports of workspace ``root`` (created on demand).
-
-    One folder per workspace, named by the root's folder name and a short hash of its absolute
-    path, so that two projects with the same file and target names never overwrite each other's
-    reports: ``$XDG_CACHE_HOME/torchscan-lsp/reports/<name>-<hash>/``.
-    """
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256(str(Path(root).resolve()).encode("utf-8")).hexdigest()[:10]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(root).name) or "root"
-    folder = base / "torchscan-lsp" / "reports" / f"{name}-{digest}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    """Folder that receives the reports of workspace ``root`` (created on demand):
+    ``$XDG_CACHE_HOME/torchscan-lsp/reports/<name>-<hash>/`` (:func:`~torchscan_lsp.session.cache.cache_folder`),
+    so that two projects with the same file and target names never overwrite each other's reports."""
+    return cache_folder("reports", root)
 
 
 class CommandError(JsonRpcInvalidParams):

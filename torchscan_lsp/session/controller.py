@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
-from torchscan_lsp.session.cache import ResultCache, job_key
+from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
@@ -64,16 +64,19 @@ class Session:
             run what they are pointed at).
         listener: told about job starts and state changes.
         run_job: the worker entry point.
+        keep_results: keep results on disk too, as the setting ``cacheResults`` says (the editor's
+            session; a command measures what it is pointed at).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
-                 run_job: RunJob = worker_client.run) -> None:
+                 run_job: RunJob = worker_client.run, keep_results: bool = False) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
         self.listener = listener or _Silent()
         self.run_job = run_job
         self.store = Store()
         self.cache = ResultCache()
+        self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
         self._configs: dict[str, WorkspaceConfig] = {}
 
@@ -107,6 +110,7 @@ class Session:
         new, problems = resolve(defaults, overrides)
         old, self.settings = self.settings, new
         self.scheduler.set_max_workers(new.maxWorkers)
+        self.cache.persist(cache_folder("results") if self.keep_results and new.cacheResults else None)
         return old, problems
 
     # documents -------------------------------------------------------------------------------

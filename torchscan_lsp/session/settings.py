@@ -62,6 +62,9 @@ class Settings:
             ran) or ``"modules"`` (this project's module formulas, which also give DMAs).
         receptiveFieldNotes: information diagnostics where a convolutional model's receptive field
             could not be derived (off: the hover still shows the receptive field).
+        cacheResults: keep the editor's finished analyses on disk (under
+            ``$XDG_CACHE_HOME/torchscan-lsp/results``), so that a reopened editor shows the results of
+            unchanged targets at once (:mod:`~torchscan_lsp.session.cache` says what "unchanged" covers).
         inlayHints: per-kind switches.
     """
 
@@ -75,6 +78,7 @@ class Settings:
     maxWorkers: int = 2
     headline: str = "operators"
     receptiveFieldNotes: bool = False
+    cacheResults: bool = True
     inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
 
     @property

@@ -73,6 +73,22 @@ class ImportScope:
                     files.add(rel)
         return sorted(files)
 
+    def library_stamps(self) -> dict[str, int]:
+        """Modification times (``st_mtime_ns``) of the installed files the job has imported, by
+        absolute path: every module of this package and the top-level module of each other one
+        outside the workspace. A cached result is reused only while they hold (an upgraded
+        library, an edited engine)."""
+        stamps = {}
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if not isinstance(file, str) or self.workspace.relative(file) is not None:
+                continue
+            if "." in name and not name.startswith("torchscan_lsp."):
+                continue
+            with contextlib.suppress(OSError):
+                stamps[file] = os.stat(file).st_mtime_ns
+        return stamps
+
     def _shadow(self, name: str) -> None:
         existing = sys.modules.get(name)
         if existing is not None and name not in self._saved_modules:

@@ -94,7 +94,10 @@ class _Job:
                                                 type_name=type(error).__name__))
             finally:
                 self.imported_files = scope.workspace_files()
+                stamps = scope.library_stamps()
         result["imported_files"] = self.imported_files
+        if result.get("ok"):
+            result["library_stamps"] = stamps
         return result
 
     def _check_job(self) -> Workspace:

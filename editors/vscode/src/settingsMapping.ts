@@ -32,6 +32,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'maxWorkers', type: 'number', default: 2, integer: true },
   { key: 'headline', type: 'string', default: 'operators', choices: ['operators', 'modules'] },
   { key: 'receptiveFieldNotes', type: 'boolean', default: false },
+  { key: 'cacheResults', type: 'boolean', default: true },
   { key: 'inlayHints.totals', type: 'boolean', default: true },
   { key: 'inlayHints.modules', type: 'boolean', default: true },
   { key: 'inlayHints.shapes', type: 'boolean', default: true },

@@ -17,6 +17,7 @@ const DEFAULTS = {
   maxWorkers: 2,
   headline: 'operators',
   receptiveFieldNotes: false,
+  cacheResults: true,
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 
@@ -139,7 +140,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(14);
+    expect(documented.size).toBe(15);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);
