@@ -93,7 +93,7 @@ def test_conv2d_worked_example():
     assert report["inputs"] == {"source": "generated", "args": [tensor_meta(1, 3, 32, 32)], "kwargs": {}}
     (layer,) = report["layers"]
     assert layer == {
-        "path": "", "call_index": 0, "name": "conv2d", "depth": 0, "type": "Conv2d",
+        "path": "", "call_index": 0, "name": "conv2d", "depth": 0, "parent": None, "type": "Conv2d",
         "input": {"args": [tensor_meta(1, 3, 32, 32)], "kwargs": {}},
         "output": tensor_meta(1, 8, 30, 30),
         "parameters": {"trainable": 224, "frozen": 0, "bytes": 896, "shared": False, "shared_elements": 0, "shared_with": []},
