@@ -37,6 +37,7 @@ __all__ = [
     "byte_size",
     "duration",
     "metric_text",
+    "change",
     "shape_text",
     "shorten",
     "ROOT_MODULE",
@@ -174,6 +175,16 @@ def metric_text(metric: Mapping[str, Any] | None, unit: str | None = None, *, fu
         return f"{UNKNOWN} {'s' if unit == 'seconds' else unit}".strip()
     text = _value_text(value, unit, full)
     return LOWER_BOUND + text if is_lower_bound(metric) else text
+
+
+def change(value: float, unit: str = "", *, full: bool = True) -> str:
+    """A difference (after − before) with its sign and unit, as :func:`metric_text` prints the
+    number: ``change(112, "elements")`` → ``"+112 elements"``, ``change(-388800, "FLOPs",
+    full=False)`` → ``"−389 kFLOPs"``, ``change(0.0021, "seconds")`` → ``"+2.10 ms"``,
+    ``change(0, "MACs")`` → ``"0 MACs"`` (no sign: nothing changed)."""
+    if value == 0:
+        return _value_text(0, unit, full)
+    return ("+" if value > 0 else "−") + _value_text(abs(value), unit, full)
 
 
 def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, limit: int | None = None) -> str:
