@@ -110,24 +110,6 @@ def test_editor_labels_compose_the_formatter():
     assert labels.shape_label({"kind": "tensor", "shape": [1, 64, 56, 56]}) == "→ (1, 64, 56, 56)"
 
 
-@pytest.mark.parametrize(
-    ("text", "width", "expected"),
-    [
-        ("short", 10, "short"),
-        # width 20: the cut at 19 falls inside "aten.mul"; it moves back to the space before it
-        ("ran here: aten.add, aten.mul, aten.div", 20, "ran here: aten.add…"),
-        # a cut inside a dotted path drops the whole path (and the colon before it), never half of it
-        ("Module type not supported: blocks.0.attn.proj", 40, "Module type not supported…"),
-        # one name longer than the width is never cut
-        ("aten._scaled_dot_product_flash_attention_for_cpu x2", 10,
-         "aten._scaled_dot_product_flash_attention_for_cpu…"),
-        ("many   spaces    folded", 30, "many spaces folded"),
-    ],
-)
-def test_shorten_never_cuts_a_name(text, width, expected):
-    assert fmt.shorten(text, width) == expected
-
-
 @pytest.mark.parametrize("value, unit, full, expected", [
     (112, "elements", True, "+112 elements"),
     (-388_800, "FLOPs", True, "−388,800 FLOPs"),

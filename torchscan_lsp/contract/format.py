@@ -10,14 +10,12 @@ measurement lines all print through these functions, so one number reads the sam
   bytes by powers of 1024 (``3.00 MiB``); durations in s, ms, µs or ns (``12.3 ms``). :func:`exact`
   prints a number in full with thousands separators (``388,800``), for evidence such as the HTML.
 * The summary table keeps the reference's fixed two decimals (:func:`unit_scale`, :func:`fixed`).
-* :func:`shorten` cuts long text at a word boundary, never in the middle of a name.
 * :func:`layer_name` names a module path for a reader: ``'encoder.0'``, or ``the root module``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +37,6 @@ __all__ = [
     "metric_text",
     "change",
     "shape_text",
-    "shorten",
     "ROOT_MODULE",
     "layer_name",
 ]
@@ -225,30 +222,6 @@ def _shape(meta: Mapping[str, Any] | None, detail: bool) -> str:
     if detail and kind in ("scalar", "object"):
         return str(meta.get("type", kind))
     return str(kind or "object")
-
-
-_NAME_CHAR = re.compile(r"[\w.]")
-
-
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` characters at a word boundary, ending in ``…``.
-
-    The cut never falls inside a name (a run of letters, digits, ``_`` and ``.``: a module path or
-    an operator like ``aten._scaled_dot_product_flash_attention_for_cpu``): it moves back to the
-    start of that name, and a single name longer than ``width`` is kept whole. Spaces are folded.
-    """
-    text = " ".join(str(text).split())
-    if len(text) <= width:
-        return text
-    cut = max(1, width - 1)
-    while cut > 0 and _NAME_CHAR.match(text[cut - 1]) and _NAME_CHAR.match(text[cut]):
-        cut -= 1
-    if cut == 0:  # one name longer than the width: never cut it
-        end = 0
-        while end < len(text) and _NAME_CHAR.match(text[end]):
-            end += 1
-        return text if end >= len(text) else text[:end] + "…"
-    return text[:cut].rstrip(" ,;:") + "…"
 
 
 ROOT_MODULE = "the root module"
