@@ -10,6 +10,7 @@ editor's ``torchscan.receptiveFieldNotes``). Each line names the file and line i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from torchscan_lsp.session.findings import Finding, result_findings
@@ -35,11 +36,12 @@ def _findings(state: TargetState, headline: str, notes: bool) -> list[tuple[str,
             for found in result_findings(state, name, None, headline=headline, receptive_field_notes=notes)]
 
 
-def _line(root: str, name: str, found: Finding, display, severity: str | None = None) -> str:
+def _line(root: str, name: str, found: Finding, display: Callable[[Path], str], severity: str | None = None) -> str:
     return f"  {display(Path(root, name))}:{found.line}: {severity or found.severity}: {found.message}"
 
 
-def diagnostic_lines(state: TargetState, headline: str, display, *, receptive_field_notes: bool = False) -> list[str]:
+def diagnostic_lines(state: TargetState, headline: str, display: Callable[[Path], str], *,
+                     receptive_field_notes: bool = False) -> list[str]:
     """The diagnostics part of ``state``'s table: a heading and one line per folded finding of the
     headline method, then of the other method (``display``: a path as ``scan`` prints it). Empty
     when neither method misses anything."""
