@@ -41,6 +41,16 @@ if mode == "config" then
   vim.cmd("noautocmd edit " .. vim.fn.fnameescape(models .. "/model.py"))
   local config = torchscan.client_config(vim.api.nvim_get_current_buf())
   result.config = { cmd = config.cmd, root_dir = config.root_dir, settings = config.settings, name = config.name }
+  -- an installed library file: no server of its own; with one running (stubbed), that one's root
+  vim.cmd("noautocmd edit " .. vim.fn.fnameescape(models .. "/venv/lib/python3.12/site-packages/lib/modeling.py"))
+  local library = vim.api.nvim_get_current_buf()
+  result.library_alone = torchscan.client_config(library) == nil
+  local get_clients = vim.lsp.get_clients
+  vim.lsp.get_clients = function(filter)
+    return filter.name == "torchscan" and { { name = "torchscan", root_dir = "/running/ws", config = {} } } or {}
+  end
+  result.library_root = torchscan.client_config(library).root_dir
+  vim.lsp.get_clients = get_clients
   finish()
   return
 end

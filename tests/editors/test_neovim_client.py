@@ -135,6 +135,14 @@ def test_start_configuration_passes_settings(workspace, client_env, tmp_path):
                                                 "inlayHints": {"shapes": False}}}
 
 
+def test_an_installed_library_file_joins_the_running_server(workspace, client_env, tmp_path):
+    # a file under site-packages (a transformers modeling file) starts no server of its own, and
+    # joins the running one, whose results name its lines
+    found = run_client(workspace, client_env, sys.executable, "config", tmp_path)
+    assert found["library_alone"] is True
+    assert found["library_root"] == "/running/ws"
+
+
 def test_checkhealth_names_what_is_missing(tmp_path):
     bare = tmp_path / "bare-python"
     bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')

@@ -340,7 +340,9 @@ def test_unknown_option_points_at_its_name():
     [
         ("input_shape=[3, 224, 224]", "[3, 224, 224]", "write the shape as a tuple, (3, 224, 224)"),
         ("input_shape=(3, 2.5)", "(3, 2.5)", "input_shape must be"),
-        ("input_shape=(3, -1)", "(3, -1)", "must not be negative"),
+        ("input_shape=(3, -1)", "(3, -1)", "must be positive"),
+        ("input_shape=(0, 32, 32)", "(0, 32, 32)", "must be positive (a 0 makes an empty input"),
+        ("input_shape=[(3, 8), (0,)]", "[(3, 8), (0,)]", "must be positive"),
         ("input_shape=[]", "[]", "input_shape must be"),
         ('dtype="float33"', '"float33"', "unknown dtype 'float33'; did you mean 'float32'?"),
         ("dtype=32", "32", "dtype must be"),

@@ -146,8 +146,9 @@ def test_package_with_relative_imports_over_two_files(tmp_path):
     assert modules_of(result) == [
         {"path": "", "call_index": 0, "type": "Sequential",
          "defined_at": loc("models/net.py", line_of(net, "return model")), "called_at": None},
+        # built on the `block = Block()` line, registered into the Sequential on the next one
         {"path": "0", "call_index": 0, "type": "Block",
-         "defined_at": loc("models/net.py", sequential_line), "called_at": None},
+         "defined_at": loc("models/net.py", line_of(net, "block = Block()")), "called_at": None},
         {"path": "0.conv", "call_index": 0, "type": "Conv2d",
          "defined_at": loc("models/blocks.py", line_of(blocks, "self.conv =")),
          "called_at": loc("models/blocks.py", line_of(blocks, "y = self.conv(x)"))},

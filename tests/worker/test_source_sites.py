@@ -323,3 +323,93 @@ def test_a_library_model_names_its_modeling_file(tmp_path):
                      for site in m["library_defined_at"] + m["library_called_at"]}
     library_files |= {o["file"] for o in result["source_map"]["operators"] if o["file"].startswith("/")}
     assert library_files and library_files <= class_files
+
+
+def test_a_line_s_output_is_its_result_after_the_calls_it_made(tmp_path):
+    files = write(tmp_path, {"gpt.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Mlp(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 32)
+
+            def forward(self, x):
+                return self.fc(x).relu()
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok = nn.Embedding(50, 8)
+                self.pos = nn.Embedding(16, 8)
+                self.mlp = Mlp()
+                self.proj = nn.Linear(32, 4)
+
+            def forward(self, idx):
+                pos = torch.arange(idx.shape[1])
+                x = self.tok(idx) + self.pos(pos)
+                return self.proj(self.mlp(x))
+    """})
+    text = files["gpt.py"]
+    result = run(tmp_path, "gpt.py", "Net", {"input_shape": [6], "dtype": "int64"})
+    found = outputs(result, "gpt.py")
+    # tok(idx) is (1, 6, 8), pos(pos) is (6, 8); the line's result is their sum, broadcast to (1, 6, 8)
+    added = found[line_of(text, "x = self.tok(idx)")]
+    assert (shape(added), added["operator"], added["call"]) == ([1, 6, 8], "aten.add", None)
+    # mlp (a workspace module, whose operators belong to its own lines) then proj: the line's result
+    # is proj's output, (1, 6, 4), from the call, not from an operator of the line
+    projected = found[line_of(text, "return self.proj(self.mlp(x))")]
+    assert (shape(projected), projected["operator"], projected["call"]) == ([1, 6, 4], None, "proj")
+    # Mlp's line: fc's (1, 6, 32) output, then relu of it: the last operator, same shape
+    assert found[line_of(text, "return self.fc(x).relu()")]["operator"] == "aten.relu"
+
+
+def test_blocks_built_in_a_list_keep_the_line_that_built_them(tmp_path):
+    # the ResNet idiom: blocks appended to a list on one line, wrapped in a Sequential on another,
+    # and convolutions built by a helper function that each block calls
+    files = write(tmp_path, {"resnet.py": """
+        import torch.nn as nn
+
+
+        def conv3x3(cin, cout):
+            return nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+
+
+        class Block(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.conv1 = conv3x3(width, width)
+                self.act = nn.ReLU()
+
+            def forward(self, x):
+                return self.act(self.conv1(x)) + x
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = conv3x3(3, 4)
+                self.layer = self._make_layer(4, 2)
+
+            def _make_layer(self, width, blocks):
+                layers = []
+                for _ in range(blocks):
+                    layers.append(Block(width))
+                return nn.Sequential(*layers)
+
+            def forward(self, x):
+                return self.layer(self.stem(x))
+    """})
+    text = files["resnet.py"]
+    modules = by_path(run(tmp_path, "resnet.py", "Net", {"input_shape": [3, 8, 8]}))
+    line = {path: entry["defined_at"]["line"] for path, entry in modules.items()}
+    assert line["layer.0"] == line["layer.1"] == line_of(text, "layers.append(Block(width))")
+    assert line["layer"] == line_of(text, "self.layer = self._make_layer(4, 2)")
+    # a helper's module belongs to the line that called the helper, not to the helper's return line
+    assert line["stem"] == line_of(text, "self.stem = conv3x3(3, 4)")
+    assert line["layer.0.conv1"] == line_of(text, "self.conv1 = conv3x3(width, width)")
+    # a module without parameters or children is seen only when registered: its registering line
+    assert line["layer.0.act"] == line_of(text, "self.act = nn.ReLU()")

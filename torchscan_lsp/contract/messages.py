@@ -126,13 +126,16 @@ class OperatorSite(TypedDict):
 
 
 class LineOutput(TypedDict):
-    """What one line computed in its first execution: ``output``, the value metadata of the last
-    operator it dispatched (``operator``), while record ``layer``'s ``forward`` ran the line."""
+    """What one line computed in its first execution, while record ``layer``'s ``forward`` ran the
+    line: ``output``, the value metadata of the last thing it did, an operator it dispatched
+    (``operator``, ``call`` None) or a module call it made (``call``, the module's path, and its
+    record's output; ``operator`` None), whichever came last: the line's result."""
 
     file: str
     line: int
     layer: int | None
-    operator: str
+    operator: str | None
+    call: str | None
     output: dict[str, Any]
 
 

@@ -79,7 +79,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _shape_ok(value: Any) -> bool:
-    return isinstance(value, tuple) and all(_is_int(d) and d >= 0 for d in value)
+    return isinstance(value, tuple) and all(_is_int(d) and d > 0 for d in value)
 
 
 def _check_input_shape(value: Any) -> None:
@@ -95,10 +95,11 @@ def _check_input_shape(value: Any) -> None:
             "(a list means several inputs, one tuple each)",
         )
     if isinstance(value, (tuple, list)) and any(
-        (_is_int(d) and d < 0) or (isinstance(d, tuple) and any(_is_int(x) and x < 0 for x in d))
+        (_is_int(d) and d <= 0) or (isinstance(d, tuple) and any(_is_int(x) and x <= 0 for x in d))
         for d in value
     ):
-        raise OptionError("input_shape", "input_shape dimensions must not be negative")
+        raise OptionError("input_shape", "input_shape dimensions must be positive (a 0 makes an empty input, "
+                                         "a negative one no tensor at all)")
     raise OptionError(
         "input_shape", f"input_shape must be {OPTION_HELP['input_shape']}, got {value!r}"
     )

@@ -70,7 +70,8 @@ class CallSites(PassObserver):
         self.calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]] = {}
         #: (site, operator, innermost layer) -> [calls, FLOPs or None]
         self.operators: dict[tuple[Site, str, int | None], list[Any]] = {}
-        #: site -> [owner layer, operator, output metadata] of the line's first execution
+        #: site -> [owner layer, operator, output metadata] of the line's first execution, or
+        #: [owner layer, None, layer index] when its last value came from a module call it made
         self.outputs: dict[Site, list[Any]] = {}
         # the calls in progress, innermost last: (layer, the sites that made the call, the call's
         # entry frame, its workspace site, its library sites), and their layers
@@ -101,6 +102,9 @@ class CallSites(PassObserver):
         if layer is not None and self._active and self._active[-1][0] == layer:
             self._active.pop()
             self._open.discard(layer)
+            site = self.calls[layer][1]
+            if site is not None and error is None:  # the call's output is now its line's latest value
+                self._line_value(site, None, layer)
 
     def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
         """The sites of an operator dispatched at ``frame``: the innermost workspace site first
@@ -132,15 +136,22 @@ class CallSites(PassObserver):
                 entry[0] += 1
                 entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
             first = outputs.get(site)
-            if first is None:
+            if first is None or first[0] is None or first[0] in self._open:  # maybe its first execution still
                 value = line_value(func, out)
                 if value is not None:
-                    outputs[site] = [self._owner(site), name, value]
-            elif (first[0] is None or first[0] in self._open) and first[0] == self._owner(site):
-                # still the line's first execution (its owner's call has not ended)
-                value = line_value(func, out)
-                if value is not None:
-                    first[1], first[2] = name, value
+                    self._line_value(site, name, value)
+
+    def _line_value(self, site: Site, operator: str | None, value: Any) -> None:
+        """``site``'s line produced ``value``: the output metadata of ``operator``, or (``operator``
+        None) the layer index of a module call it made, whose record holds the output. Kept while
+        the line's first execution lasts (its owner's call has not ended): the last one is the
+        line's result (``x = self.tok(i) + self.pos(p)``: the addition, after both calls)."""
+        owner = self._owner(site)
+        first = self.outputs.get(site)
+        if first is None:
+            self.outputs[site] = [owner, operator, value]
+        elif (first[0] is None or first[0] in self._open) and first[0] == owner:
+            first[1], first[2] = operator, value
 
     def _owner(self, site: Site) -> int | None:
         """The call whose ``forward`` ran ``site``: the innermost call in progress that ``site``
@@ -188,10 +199,17 @@ class CallSites(PassObserver):
                 self.operators.items(), key=lambda item: (*item[0][0], item[0][1], -1 if item[0][2] is None else item[0][2]))
             if shown(site)
         ]
-        outputs = [
-            {"file": site[0], "line": site[1], "layer": owner, "operator": name, "output": value}
-            for site, (owner, name, value) in sorted(self.outputs.items()) if shown(site)
-        ]
+        outputs = []
+        for site, (owner, name, value) in sorted(self.outputs.items()):
+            if not shown(site):
+                continue
+            entry = {"file": site[0], "line": site[1], "layer": owner, "operator": name, "call": None, "output": value}
+            if name is None:  # a module call's output: its record's, when the report has it
+                record = layers[value] if layers is not None and value < len(layers) else None
+                if record is None or self.calls[value][0] != record.get("path"):
+                    continue
+                entry["call"], entry["output"] = record.get("path"), record.get("output")
+            outputs.append(entry)
         # containers never called themselves (a ModuleList, a ModuleDict) whose children were: their
         # lines built them too
         called = {path for path, _, _ in self.calls.values()}

@@ -14,6 +14,14 @@ mistaken for it), the frame's current instruction gives the span of the call
 (``code.co_positions()`` at ``frame.f_lasti``), and :class:`~torchscan_lsp.targets.source_lines.
 SourceLines` maps the child's name to the line of the argument or element that built it.
 
+**Modules built before their parent registers them.** ``layers.append(block(...))`` then
+``nn.Sequential(*layers)``: the registration runs on the ``Sequential`` line, but the line that
+built each block is the ``append`` line. So the first registration into a module while its own
+``__init__`` runs (a child or a parameter: the module is being built) notes the line each frame
+outside that ``__init__`` was on; when the frame that later registers the module is among them, its
+line then is the module's line. A helper that builds the module (``self.conv1 = conv3x3(64, 64)``)
+keeps the registering line, which is where the helper was called.
+
 **Class lines.** :meth:`DefinitionRecorder.classes` finds, for every module class of the model
 defined in model code, its ``class`` line and the paths of its instances.
 """
@@ -80,6 +88,8 @@ class DefinitionRecorder:
         self.root_defined_at: Site | None = None
         self._defined: dict[int, tuple[torch.nn.Module, Definition]] = {}
         self._lines: dict[str, SourceLines] = {}
+        #: module id -> (module, {frame outside its __init__: its line then}), while the factory runs
+        self._built: dict[int, tuple[torch.nn.Module, dict[types.FrameType, int]]] = {}
 
     # -- source text -----------------------------------------------------------------------------
 
@@ -120,22 +130,25 @@ class DefinitionRecorder:
 
         def on_register(parent: torch.nn.Module, name: str, child: Any) -> None:
             frame = sys._getframe(1)
+            self._note_built(parent, frame)
             if isinstance(child, torch.nn.Module) and id(child) not in self._defined:
-                self._defined[id(child)] = (child, self._definition(frame, parent, name))
+                self._defined[id(child)] = (child, self._definition(frame, parent, name, child))
             if code is not None and not factory_frame:
                 find_factory_frame(frame)
             return None
 
         def on_tensor(module: torch.nn.Module, name: str, tensor: Any) -> None:
+            frame = sys._getframe(1)
+            self._note_built(module, frame)
             if code is not None and not factory_frame:
-                find_factory_frame(sys._getframe(1))
+                find_factory_frame(frame)
             return None
 
         registration = torch.nn.modules.module
         handles = [registration.register_module_module_registration_hook(on_register)]
         for hook_name in ("register_module_parameter_registration_hook", "register_module_buffer_registration_hook"):
             register = getattr(registration, hook_name, None)
-            if register is not None and code is not None:
+            if register is not None:
                 handles.append(register(on_tensor))
         try:
             yield
@@ -146,16 +159,38 @@ class DefinitionRecorder:
                     self.root_defined_at = (rel, frame.f_lineno)
         finally:
             factory_frame.clear()
+            self._built.clear()  # it holds frames
             for handle in handles:
                 handle.remove()
 
-    def _definition(self, frame: types.FrameType, parent: torch.nn.Module, name: str) -> Definition:
+    def _note_built(self, module: torch.nn.Module, frame: types.FrameType | None) -> None:
+        """At the first registration into ``module``: when its own ``__init__`` runs it (it is being
+        built), the line of each frame outside the outermost ``__init__`` of its class hierarchy."""
+        if id(module) in self._built:
+            return
+        inits, barrier = _init_codes(type(module)), self.files.barrier
+        while frame is not None and frame is not barrier and frame.f_code not in inits:
+            frame = frame.f_back
+        lines: dict[types.FrameType, int] = {}
+        if frame is not None and frame is not barrier:
+            while frame.f_back is not None and frame.f_back.f_code in inits:  # super().__init__() chains
+                frame = frame.f_back
+            frame = frame.f_back
+            while frame is not None and frame is not barrier:
+                lines[frame] = frame.f_lineno
+                frame = frame.f_back
+        self._built[id(module)] = (module, lines)
+
+    def _definition(self, frame: types.FrameType, parent: torch.nn.Module, name: str, child: torch.nn.Module) -> Definition:
         kind = _container_kind(parent)
+        built = self._built.get(id(child))
+        built_at = built[1] if built is not None and built[0] is child else {}
         workspace: Site | None = None
         library: list[Site] = []
         for found, file, site_frame, callee in self.files.frames(frame):
-            line = site_frame.f_lineno
-            if kind is not None and callee is not None and callee.f_code in _init_codes(type(parent)):
+            line = built_at.get(site_frame) or site_frame.f_lineno
+            if site_frame not in built_at and kind is not None and callee is not None \
+                    and callee.f_code in _init_codes(type(parent)):
                 line = self._child_line(site_frame, kind, name) or line
             if found == WORKSPACE:
                 workspace = (file, line)

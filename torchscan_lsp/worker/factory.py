@@ -6,6 +6,7 @@ model, ``(model, args)`` or ``(model, args, kwargs)``, or the training step's ma
 from __future__ import annotations
 
 import ast
+import contextlib
 from typing import Any
 
 import torch
@@ -17,9 +18,14 @@ __all__ = ["build_model"]
 _HINT = "return the model, (model, args) or (model, args, kwargs)"
 
 
-def build_model(factory: Any, name: str, source: str, blame: Blame) -> tuple[torch.nn.Module, tuple | None, dict | None]:
+def build_model(factory: Any, name: str, source: str, blame: Blame,
+                device: str | None = None) -> tuple[torch.nn.Module, tuple | None, dict | None]:
     """Call (or instantiate) the target ``factory`` named ``name`` of the file whose text is
     ``source``; return the model and the inputs it returned (``None`` for none: generate them).
+
+    With ``device="meta"`` the factory runs under ``torch.device("meta")``, so that a model too
+    big for this machine (a 7B-parameter configuration) is built without memory, as PyTorch's
+    meta-device initialisation builds it, instead of on the CPU first and moved afterwards.
 
     The model's root is said to be defined on the factory's only ``return`` line (else the target's
     line) when no workspace line built it.
@@ -38,7 +44,8 @@ def build_model(factory: Any, name: str, source: str, blame: Blame) -> tuple[tor
         raise JobError("factory", f"'{name}' is not callable ({type(factory).__name__})",
                        type_name="TypeError", file=blame.rel_file, line=blame.target_line)
     try:
-        with recorder.recording_definitions(None if is_class else factory):
+        building = torch.device("meta") if device == "meta" else contextlib.nullcontext()
+        with recorder.recording_definitions(None if is_class else factory), building:
             produced = factory()
     except BaseException as error:  # noqa: BLE001
         if isinstance(error, KeyboardInterrupt):

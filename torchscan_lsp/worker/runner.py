@@ -131,7 +131,7 @@ class _Job:
 
         module = self._import(scope, source)
         factory = self._lookup(module)
-        model, args, kwargs = build_model(factory, self.target_name, source, blame)
+        model, args, kwargs = build_model(factory, self.target_name, source, blame, device=options.get("device"))
         crawl_kwargs, args, kwargs = crawl_arguments(model, args, kwargs, options, self.target_name, blame)
         report = self._crawl(model, crawl_kwargs)
         result: dict[str, Any] = {

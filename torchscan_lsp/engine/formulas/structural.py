@@ -1,8 +1,10 @@
-"""Modules that only move or relabel data: ``Identity``, ``Flatten``, ``Unflatten`` and the padding
-modules (``ConstantPad*``/``ZeroPad*``, ``ReflectionPad*``, ``ReplicationPad*``, ``CircularPad*``).
+"""Modules that only move or relabel data: ``Identity``, an empty ``nn.Sequential`` (the usual
+identity shortcut of a residual block, which returns its input as ``Identity`` does), ``Flatten``,
+``Unflatten`` and the padding modules (``ConstantPad*``/``ZeroPad*``, ``ReflectionPad*``,
+``ReplicationPad*``, ``CircularPad*``).
 
 * FLOPs and MACs: 0.
-* DMAs: ``Identity`` ``Nx`` and ``Flatten`` ``2·Nx`` (the reference contract's, kept); ``Unflatten``
+* DMAs: ``Identity`` (and the empty ``Sequential``) ``Nx`` and ``Flatten`` ``2·Nx`` (the reference contract's, kept); ``Unflatten``
   as ``Flatten``. Constant padding reads the input and writes the output, ``Nx + Ny``; reflection,
   replication and circular padding fill every output element from an input element, ``2·Ny``.
 * Receptive field: ``(1.0, 1.0, 0.0)`` for Identity/Flatten/Unflatten (reference); a padding module
@@ -24,6 +26,7 @@ __all__ = [
     "dmas_padding",
     "flops_zero",
     "macs_zero",
+    "match_empty_sequential",
     "rf_identity",
     "rf_padding",
 ]
@@ -72,6 +75,13 @@ def dmas_padding(module: nn.Module, x, y, *, inputs=None) -> int:
 rf_identity = rf_pointwise
 
 
+def match_empty_sequential(module: nn.Module) -> bool:
+    """An ``nn.Sequential`` (or a subclass that keeps its ``forward``) without modules: its forward
+    returns its input unchanged. A non-empty one is a container, never measured by a formula."""
+    return (isinstance(module, nn.Sequential) and not module._modules
+            and type(module).forward is nn.Sequential.forward)
+
+
 def rf_padding(module: nn.Module, x=None, y=None) -> tuple[int, int, int]:
     """``(1, 1, padding before the first spatial axis)``."""
     padding = tuple(module.padding)
@@ -83,4 +93,6 @@ FAMILIES = [
     Family("identity", (nn.Identity,), flops_zero, macs_zero, dmas_identity, rf_identity),
     Family("flatten", (nn.Flatten, nn.Unflatten), flops_zero, macs_zero, dmas_flatten, rf_identity),
     Family("padding", _PAD_TYPES, flops_zero, macs_zero, dmas_padding, rf_padding),
+    # by its instance (an empty one), so after every family matched by type alone
+    Family("empty_sequential", (), flops_zero, macs_zero, dmas_identity, rf_identity, match=match_empty_sequential),
 ]

@@ -155,7 +155,15 @@ local function on_attach(client, bufnr)
   end
 end
 
---- The vim.lsp.start configuration for a buffer, or nil when the server cannot start.
+--- Whether `file` is installed code (a virtual environment's or the system's packages): nobody's
+--- workspace, but a file the models of a running server may have run through.
+local function is_library_file(file)
+  return file:find("/site-packages/", 1, true) ~= nil or file:find("/dist-packages/", 1, true) ~= nil
+end
+
+--- The vim.lsp.start configuration for a buffer, or nil when the server cannot start. An installed
+--- library file joins the running server (whose results name its lines: a transformers modeling
+--- file the model ran through) instead of starting one of its own, and starts none when no server runs.
 function M.client_config(bufnr)
   local python = M.python()
   if not interpreter_ready(python) then
@@ -163,6 +171,13 @@ function M.client_config(bufnr)
   end
   local file = vim.api.nvim_buf_get_name(bufnr)
   local root = vim.fs.root(bufnr, M.config.root_markers) or vim.fs.dirname(file)
+  if is_library_file(file) then
+    local running = vim.lsp.get_clients({ name = SERVER_NAME })[1]
+    if not running then
+      return nil
+    end
+    root = running.root_dir or running.config.root_dir
+  end
   local settings = vim.tbl_deep_extend("force", {}, M.config.settings, { allowExecution = M.config.allow_execution })
   return {
     name = SERVER_NAME,
