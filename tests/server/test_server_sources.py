@@ -67,6 +67,29 @@ MODELS = {
         def build_tied():
             return Tied(), (torch.zeros(1, 4, dtype=torch.long),)
     ''',
+    "vit.py": '''
+        import torch
+        import torch.nn as nn
+
+
+        class TinyViT(nn.Module):
+            def __init__(self, d=8):
+                super().__init__()
+                self.patch = nn.Conv2d(3, d, 4, stride=4)
+                self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+                self.pos_embed = nn.Parameter(torch.zeros(1, 5, d))
+                self.head = nn.Linear(d, 2)
+
+            def forward(self, x):
+                x = self.patch(x).flatten(2).transpose(1, 2)
+                x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+                return self.head(x[:, 0])
+
+
+        # torchscan: input_shape=(3, 8, 8)
+        def build_vit():
+            return TinyViT()
+    ''',
     "mistral.py": '''
         import torch
         from transformers import MistralConfig, MistralForCausalLM
@@ -148,6 +171,23 @@ async def test_a_head_tied_to_the_embedding_says_it_shares(client):
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed "
                     "(the examples extra)")
+async def test_parameters_assigned_in_forward_code_and_a_line_s_result(client):
+    path = client.root / "vit.py"
+    uri = await analysed(client, client.status, path)
+    by_line = labels_by_line(await hints(client, uri))
+    # the parameters the model assigns itself: 1·1·8 = 8 and 1·5·8 = 40 elements, on their own lines
+    assert by_line[line_of(path, "self.cls_token =")] == ["8 params"]
+    assert by_line[line_of(path, "self.pos_embed =")] == ["40 params"]
+    # (1, 3, 8, 8) → patch conv (1, 8, 2, 2) → flatten (1, 8, 4) → transpose: the line's result (1, 4, 8),
+    # not the convolution's output; the CLS token joins: (1, 5, 8), then the position embedding added
+    assert by_line[line_of(path, "x = self.patch(x)")] == ["→ (1, 4, 8)"]
+    assert by_line[line_of(path, "x = torch.cat(")] == ["→ (1, 5, 8)"]
+    # the head on the CLS row: (1, 2)
+    assert by_line[line_of(path, "return self.head(x[:, 0])")] == ["→ (1, 2)"]
+    hover = await _hover(client, uri, line_of(path, "self.cls_token ="))
+    assert "`cls_token` of the root module: (1, 1, 8), 8 elements, trainable" in hover.contents.value
+
+
 async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     await analysed(client, client.status, client.root / "mistral.py")
     import transformers.models.mistral.modeling_mistral as modeling
@@ -164,8 +204,9 @@ async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     #   2 · 2·8·32·16 = 16,384 FLOPs.
     assert by_line[line_of(library, "self.q_proj = nn.Linear")] == ["×2 · 2.05k params · 32.8 kFLOPs"]
     assert by_line[line_of(library, "self.k_proj = nn.Linear")] == ["×2 · 1.02k params · 16.4 kFLOPs"]
-    # the call line of q_proj shows its output: (1, 8, 32)
-    assert by_line[line_of(library, "query_states = self.q_proj(")] == ["→ (1, 8, 32)"]
+    # the call line of q_proj shows the line's result: q_proj's (1, 8, 32) viewed as (1, 8, 4 heads,
+    # 8) and transposed to (1, 4, 8, 8), as the line assigns it to query_states
+    assert by_line[line_of(library, "query_states = self.q_proj(")] == ["→ (1, 4, 8, 8)"]
     # the residual add after the attention, a line that calls no module: (B, T, hidden) = (1, 8, 32)
     assert by_line[line_of(library, "hidden_states = residual + hidden_states")] == ["→ (1, 8, 32)"]
     # the class line of the attention sums its 2 instances: q, k, v, o = 1,024 + 512 + 512 + 1,024

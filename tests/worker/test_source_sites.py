@@ -413,3 +413,48 @@ def test_blocks_built_in_a_list_keep_the_line_that_built_them(tmp_path):
     assert line["layer.0.conv1"] == line_of(text, "self.conv1 = conv3x3(width, width)")
     # a module without parameters or children is seen only when registered: its registering line
     assert line["layer.0.act"] == line_of(text, "self.act = nn.ReLU()")
+
+
+def test_parameters_assigned_in_model_code_have_their_lines(tmp_path):
+    files = write(tmp_path, {"vit.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Norm(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.gain = nn.Parameter(torch.ones(d))
+
+            def forward(self, x):
+                return x * self.gain
+
+
+        class ViT(nn.Module):
+            def __init__(self, d=8):
+                super().__init__()
+                self.patch = nn.Conv2d(3, d, 4, stride=4)
+                self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+                self.pos_embed = nn.Parameter(torch.zeros(1, 5, d), requires_grad=False)
+                self.norms = nn.ModuleList([Norm(d) for _ in range(2)])
+
+            def forward(self, x):
+                x = self.patch(x).flatten(2).transpose(1, 2)
+                x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+                for norm in self.norms:
+                    x = norm(x)
+                return x
+    """})
+    text = files["vit.py"]
+    result = run(tmp_path, "vit.py", "ViT", {"input_shape": [3, 8, 8]})
+    found = sorted((p["line"], p["path"], p["name"], p["shape"], p["numel"], p["trainable"])
+                   for p in result["source_map"]["parameters"])
+    gain = line_of(text, "self.gain = nn.Parameter")
+    # the root's two parameters on their lines (1·1·8 = 8 and 1·5·8 = 40 elements), each Norm's gain
+    # on Norm's line; the convolution's weight and bias belong to its module, not listed here
+    assert found == sorted([
+        (line_of(text, "self.cls_token ="), "", "cls_token", [1, 1, 8], 8, True),
+        (line_of(text, "self.pos_embed ="), "", "pos_embed", [1, 5, 8], 40, False),
+        (gain, "norms.0", "gain", [8], 8, True),
+        (gain, "norms.1", "gain", [8], 8, True),
+    ])

@@ -158,15 +158,31 @@ class UncalledSite(TypedDict):
     library_defined_at: list[Site]
 
 
+class ParameterSite(TypedDict):
+    """A parameter that model code assigned itself (``self.cls_token = nn.Parameter(...)``): its
+    line, the path of the module that holds it and its ``name`` there, its ``shape``, ``numel``
+    (elements) and whether it is ``trainable``."""
+
+    file: str
+    line: int
+    path: str
+    name: str
+    shape: list[int]
+    numel: int
+    trainable: bool
+
+
 class SourceMap(TypedDict):
     """The worker's attribution of a report to source lines; every entry names the report layer it
-    belongs to by index (docs/architecture.md, "Source map")."""
+    belongs to by index, or (``parameters``, ``uncalled``) a module by path (docs/architecture.md,
+    "Source map")."""
 
     modules: list[ModuleSite]
     operators: list[OperatorSite]
     outputs: list[LineOutput]
     classes: list[ClassSite]
     uncalled: list[UncalledSite]
+    parameters: list[ParameterSite]
 
 
 class Result(TypedDict, total=False):

@@ -246,11 +246,13 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             called = list(dict.fromkeys(p for p, _ in calls))
             if not info.defined and len(called) == 1 and view.library_module(called[0]):
                 parts.append(module_card(view, called, headline))  # a library model: its children
-        elif info.output is not None:
+        if info.output is not None:
             owner = info.output.get("path")
-            parts.append(f"Output: {labels.shape(info.output.get('output'))}, from `{info.output.get('operator')}`, the last "
-                         "operator this line dispatched in its first run"
+            parts.append(f"Output: {labels.shape(info.output.get('output'))}, from {labels.output_source(info.output)}"
                          + (f" (in the call of {fmt.layer_name(owner, '`')})" if owner is not None else ""))
+        if info.parameters:
+            parts.append("Parameters assigned on this line:\n" + "\n".join(
+                f"- {labels.parameter_text(entry)}" for entry in info.parameters[:12]))
         if info.operators:
             parts.append(operators_card(view, info.operators))
         parts = [part for part in parts if part]

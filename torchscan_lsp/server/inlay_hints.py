@@ -84,12 +84,21 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
 
 
 def output_label(info) -> tuple[str, str]:
-    """Label and tooltip of a line that computed without calling a module: the output of the last
-    operator it dispatched in its first execution (``→ (1, 2, 8, 8)``)."""
+    """Label and tooltip of a line's result: the output of the last operator it dispatched or
+    module call it made in its first execution (``→ (1, 2, 8, 8)``)."""
     entry = info.output
     where = f" in the call of {fmt.layer_name(entry['path'], '`')}" if entry.get("path") is not None else ""
-    return (labels.shape_label(entry.get("output")),
-            f"Output of `{entry.get('operator')}`, the last operator this line dispatched in its first run{where}")
+    return labels.shape_label(entry.get("output")), f"Output of {labels.output_source(entry)}{where}"
+
+
+def parameters_label(entries: list[dict]) -> tuple[str, str]:
+    """Label and tooltip of a line that assigned parameters itself (``self.cls_token =
+    nn.Parameter(...)``): their elements summed over every instance, ``"×2 · 16 params"`` when
+    the line ran for several."""
+    label = fmt.params(sum(entry["numel"] for entry in entries))
+    if len(entries) > 1:
+        label = f"×{len(entries)}{fmt.SEPARATOR}{label}"
+    return label, "Parameters assigned here:\n" + "\n".join(f"- {labels.parameter_text(e)}" for e in entries[:12])
 
 
 def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], settings: InlayHintSettings,
@@ -136,11 +145,16 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
                     state, "Measured latency of these module calls, each replayed alone (torch.utils.benchmark)"), stale))
-            if settings.shapes and info.called:
-                label, tip = shape_label(view, info.called)
-                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
-            elif settings.shapes and info.output is not None:
+            if settings.modules and info.parameters and not defined:
+                label, tip = parameters_label(info.parameters)
+                add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            # the line's result in its first run; a line whose calls the map gives no result for
+            # (a source map without it) shows its last call's output
+            if settings.shapes and info.output is not None:
                 label, tip = output_label(info)
+                add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
+            elif settings.shapes and info.called:
+                label, tip = shape_label(view, info.called)
                 add(line, "shape", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
     return hints
 

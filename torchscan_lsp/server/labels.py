@@ -58,6 +58,24 @@ def inputs_text(call_input: Mapping[str, Any] | None) -> str:
     return ", ".join(parts) or "none"
 
 
+def output_source(entry: Mapping[str, Any]) -> str:
+    """What a line's result came from, for a tooltip or hover (the source map's ``outputs`` entry
+    of the line): ``"`aten.add`, the last operator this line dispatched in its first run"`` or
+    ``"the call of `proj`, the last thing this line did in its first run"``."""
+    if entry.get("call") is not None:
+        return f"the call of {fmt.layer_name(entry['call'], '`')}, the last thing this line did in its first run"
+    return f"`{entry.get('operator')}`, the last operator this line dispatched in its first run"
+
+
+def parameter_text(entry: Mapping[str, Any]) -> str:
+    """One parameter assigned by model code, for a tooltip or hover:
+    ``"`cls_token` of the root module: (1, 1, 64), 64 elements, trainable"``."""
+    owner = f"`{entry['path']}`" if entry.get("path") else "the root module"
+    shape = "(" + ", ".join(str(d) for d in entry.get("shape") or []) + ("," if len(entry.get("shape") or []) == 1 else "") + ")"
+    return (f"`{entry.get('name')}` of {owner}: {shape}, {entry['numel']:,} elements, "
+            + ("trainable" if entry.get("trainable") else "frozen"))
+
+
 def params_text(summary: dict) -> str:
     """The parameters of a module summary, saying what is shared: ``"1.60k params shared with emb"``
     for a head tied to an embedding (instead of ``0 params``), ``"224 params + 400 shared with emb"``."""

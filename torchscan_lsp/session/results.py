@@ -47,10 +47,13 @@ class LineInfo:
         operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``),
             one per operator (the worker's entries per innermost module summed).
         diagnostics: report diagnostics attributed to this line.
-        output: what the line computed in its first execution, from the operators it dispatched
-            (the source map's ``outputs`` entry: ``output`` metadata, ``operator``, ``layer``, and
-            ``path``, the module whose ``forward`` ran the line), or None.
+        output: what the line computed in its first execution, its result: the output of the last
+            operator it dispatched or module call it made (the source map's ``outputs`` entry:
+            ``output`` metadata, ``operator`` or ``call``, ``layer``, and ``path``, the module whose
+            ``forward`` ran the line), or None.
         instances: on a ``class`` line, the module paths of the class's instances in the model.
+        parameters: the source map's ``parameters`` entries of this line: parameters that model
+            code assigned here (``path``, ``name``, ``shape``, ``numel``, ``trainable``).
     """
 
     defined: list[str] = field(default_factory=list)
@@ -59,6 +62,7 @@ class LineInfo:
     diagnostics: list[dict] = field(default_factory=list)
     output: dict | None = None
     instances: list[str] = field(default_factory=list)
+    parameters: list[dict] = field(default_factory=list)
 
 
 class ResultView:
@@ -282,6 +286,9 @@ class ResultView:
             if entry.get("file") and entry.get("line") and entry.get("output"):
                 owner = self._layer_key(entry)
                 self.lines[(entry["file"], int(entry["line"]))].output = {**entry, "path": owner[0] if owner else None}
+        for entry in source_map.get("parameters") or []:
+            if entry.get("file") and entry.get("line") and isinstance(entry.get("numel"), int):
+                self.lines[(entry["file"], int(entry["line"]))].parameters.append(dict(entry))
         for entry in source_map.get("classes") or []:
             if entry.get("file") and entry.get("line") and entry.get("paths"):
                 self.lines[(entry["file"], int(entry["line"]))].instances = list(entry["paths"])

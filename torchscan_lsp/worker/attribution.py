@@ -102,9 +102,10 @@ class CallSites(PassObserver):
         if layer is not None and self._active and self._active[-1][0] == layer:
             self._active.pop()
             self._open.discard(layer)
-            site = self.calls[layer][1]
-            if site is not None and error is None:  # the call's output is now its line's latest value
-                self._line_value(site, None, layer)
+            if error is None:  # the call's output is now the latest value of the lines that made it
+                _, workspace, library = self.calls[layer]
+                for site in library if workspace is None else (workspace, *library):
+                    self._line_value(site, None, layer)
 
     def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
         """The sites of an operator dispatched at ``frame``: the innermost workspace site first
@@ -289,13 +290,17 @@ class SourceRecorder:
         trigger traverse every object of the process (torch's included).
         """
         if self.running is None or self._root is None:
-            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": []}
+            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
         collecting = gc.isenabled()
         gc.disable()
         try:
             types = {path: type(module).__name__ for path, module in self._root.named_modules()}
-            return self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
-                                           self.definitions.classes(self._root), types)
+            found = self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
+                                            self.definitions.classes(self._root), types)
+            kept = {entry["file"] for entry in found["classes"]}
+            found["parameters"] = [entry for entry in self.definitions.parameters(self._root)
+                                   if entry["file"] in kept or not is_library(entry["file"])]
+            return found
         finally:
             if collecting:
                 gc.enable()

@@ -22,6 +22,10 @@ outside that ``__init__`` was on; when the frame that later registers the module
 line then is the module's line. A helper that builds the module (``self.conv1 = conv3x3(64, 64)``)
 keeps the registering line, which is where the helper was called.
 
+**Parameters assigned in model code.** ``self.cls_token = nn.Parameter(torch.zeros(1, 1, d))``:
+a parameter registered by a frame of model code itself (not by a torch module's own ``__init__``,
+whose parameters belong to its module's line) is noted with that frame's line.
+
 **Class lines.** :meth:`DefinitionRecorder.classes` finds, for every module class of the model
 defined in model code, its ``class`` line and the paths of its instances.
 """
@@ -42,6 +46,8 @@ from torchscan_lsp.targets.source_lines import MODULE_DICT, MODULE_LIST, SEQUENT
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site
 
 __all__ = ["DefinitionRecorder", "Definition"]
+
+_MODULE_FILE = torch.nn.modules.module.__file__
 
 _CONTAINERS = ((torch.nn.Sequential, SEQUENTIAL), (torch.nn.ModuleList, MODULE_LIST), (torch.nn.ModuleDict, MODULE_DICT))
 
@@ -90,6 +96,8 @@ class DefinitionRecorder:
         self._lines: dict[str, SourceLines] = {}
         #: module id -> (module, {frame outside its __init__: its line then}), while the factory runs
         self._built: dict[int, tuple[torch.nn.Module, dict[types.FrameType, int]]] = {}
+        #: (module, parameter name, site) of each parameter assigned by model code
+        self._parameters: list[tuple[torch.nn.Module, str, Site]] = []
 
     # -- source text -----------------------------------------------------------------------------
 
@@ -144,12 +152,23 @@ class DefinitionRecorder:
                 find_factory_frame(frame)
             return None
 
+        def on_parameter(module: torch.nn.Module, name: str, parameter: Any) -> None:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename == _MODULE_FILE:  # __setattr__, register_parameter
+                frame = frame.f_back
+            if frame is not None and parameter is not None:
+                site = self.files.name(frame.f_code.co_filename)
+                if site is not None:
+                    self._parameters.append((module, name, (site, frame.f_lineno)))
+            return on_tensor(module, name, parameter)
+
         registration = torch.nn.modules.module
         handles = [registration.register_module_module_registration_hook(on_register)]
-        for hook_name in ("register_module_parameter_registration_hook", "register_module_buffer_registration_hook"):
+        for hook_name, hook in (("register_module_parameter_registration_hook", on_parameter),
+                                ("register_module_buffer_registration_hook", on_tensor)):
             register = getattr(registration, hook_name, None)
             if register is not None:
-                handles.append(register(on_tensor))
+                handles.append(register(hook))
         try:
             yield
             if factory_frame:
@@ -234,6 +253,23 @@ class DefinitionRecorder:
                 continue
             own = self.defined(module)
             found[path] = own if own is not None else found.get(path.rpartition(".")[0], (None, ()))
+        return found
+
+    def parameters(self, root: torch.nn.Module) -> list[dict[str, Any]]:
+        """``{"file", "line", "path", "name", "shape", "numel", "trainable"}`` of each parameter of
+        ``root`` that model code assigned itself (``self.cls_token = nn.Parameter(...)``), as it is
+        now (a parameter replaced later, or tied to another, is the one the model holds)."""
+        paths: dict[int, str] = {}
+        for path, module in root.named_modules():
+            paths.setdefault(id(module), path)
+        found = []
+        for module, name, (file, line) in self._parameters:
+            path = paths.get(id(module))
+            parameter = module._parameters.get(name) if path is not None else None
+            if parameter is None:
+                continue
+            found.append({"file": file, "line": line, "path": path, "name": name, "shape": list(parameter.shape),
+                          "numel": parameter.numel(), "trainable": bool(parameter.requires_grad)})
         return found
 
     # -- class lines -----------------------------------------------------------------------------
