@@ -74,12 +74,6 @@ def test_syntax_error_is_an_error(workspace):
     assert any(line.startswith("syntax.py:2:") and ": error: " in line for line in lines), lines
 
 
-def test_missing_path_exits_two(workspace):
-    code, lines, stderr = _check(workspace, "nowhere.py")
-    assert code == 2 and lines == []
-    assert "nowhere.py" in stderr
-
-
 def test_broken_workspace_defaults_are_reported_on_each_target(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.torchscan-lsp]\ncolour = 'red'\n", encoding="utf-8")
     (tmp_path / "conv.py").write_text(textwrap.dedent(FILES["conv.py"]).lstrip("\n"), encoding="utf-8")

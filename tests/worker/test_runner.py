@@ -676,7 +676,7 @@ def test_a_dtype_or_device_mismatch_advises_dtype_and_device(tmp_path, mismatch)
     """})
     error = _error(run(tmp_path, "net.py", "Net", {"input_shape": [4]}))
     assert error["kind"] == "forward", error
-    assert "check input_shape, dtype and device" in error["message"]
+    assert "check dtype and device: the inputs' dtype and device must match the model's (the target's dtype and device options)" in error["message"]
 
 
 def test_inputs_from_the_factory_and_an_input_shape(tmp_path):

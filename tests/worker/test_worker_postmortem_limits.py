@@ -2,7 +2,16 @@
 
 import os
 
-from torchscan_lsp.worker.limits import format_mebibytes, is_out_of_memory, memory_message, rss_bytes, timeout_message
+import pytest
+
+from torchscan_lsp.worker.limits import (
+    blame_the_memory_limit,
+    format_mebibytes,
+    is_allocation_failure,
+    memory_message,
+    rss_bytes,
+    timeout_message,
+)
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location
 
 DUMP = """some output of the model
@@ -50,14 +59,40 @@ def test_messages():
     assert memory_message(8192).startswith("analysis used more than 8 GiB")
 
 
-def test_out_of_memory_results():
-    def failed(type_name, message):
-        return {"ok": False, "error": {"type": type_name, "message": message}}
+@pytest.mark.parametrize(("type_name", "message"), [
+    ("MemoryError", ""),
+    ("RuntimeError", "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+                     "to allocate 8589934592 bytes. Error code 12 (Cannot allocate memory)"),
+    ("RuntimeError", "std::bad_alloc"),
+    ("OSError", "[Errno 12] Cannot allocate memory"),
+    ("RuntimeError", "could not create a primitive"),  # oneDNN's convolution under a 1 MiB limit
+])
+def test_allocation_failures(type_name, message):
+    assert is_allocation_failure({"type": type_name, "message": message})
 
-    assert is_out_of_memory(failed("MemoryError", ""))
-    assert is_out_of_memory(failed("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"))
-    assert not is_out_of_memory(failed("RuntimeError", "shape mismatch"))
-    assert not is_out_of_memory({"ok": True})
+
+@pytest.mark.parametrize("message", [
+    "shape mismatch",
+    # oneDNN refusing a configuration is no allocation
+    "could not create a primitive descriptor for a convolution forward propagation primitive",
+])
+def test_other_failures(message):
+    assert not is_allocation_failure({"type": "RuntimeError", "message": message})
+
+
+def test_the_memory_limit_is_blamed_for_every_failed_allocation():
+    refused = {"type": "RuntimeError", "message": "could not create a primitive", "file": "unet.py", "line": 6}
+    result = {"ok": False, "error": {"kind": "forward", **refused},
+              "measurements": {"memory": {"error": dict(refused)}, "latency": {"totals": {}}}}
+    blame_the_memory_limit(result, 1)
+    expected = f"{memory_message(1)}: could not create a primitive"
+    # the failure is the memory diagnostic, still on the line that allocated
+    assert result["error"] == {"kind": "memory", **refused, "message": expected}
+    assert result["measurements"]["memory"]["error"]["message"] == expected
+    assert result["measurements"]["latency"] == {"totals": {}}
+    other = {"ok": False, "error": {"kind": "forward", "type": "RuntimeError", "message": "shape mismatch"}}
+    blame_the_memory_limit(other, 1)
+    assert other["error"]["kind"] == "forward"
 
 
 def test_rss_of_this_process():

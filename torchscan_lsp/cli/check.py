@@ -4,8 +4,10 @@ Each line reads ``file:line:col: severity: message`` (1-based line and column), 
 ``error``, ``warning``, ``info``, ``hint`` (an inlay hint's label). The targets in the given files
 (folders are searched for ``*.py``, by the rules of :mod:`torchscan_lsp.session.workspace`) are
 analysed in worker processes through the language server's own session, and the same builders
-turn the results into text; files the models touched are reported too. The exit status is 1 when any error was reported, 0 otherwise, and 2 when a path does not
-exist. This command does not import torch itself.
+turn the results into text; files the models touched are reported too. The exit status is 1 when
+any error was reported (a file named without targets is one, as for ``scan``), 0 otherwise, and 2
+for a usage error (:mod:`.arguments`: a path that does not exist, a limit that is not a positive
+number). This command does not import torch itself.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import argparse
 import asyncio
 import os
 import re
-import sys
 from pathlib import Path
 
+from torchscan_lsp.cli.arguments import NO_TARGET, add_paths, add_workspace_arguments
 from torchscan_lsp.session.settings import HEADLINES
 from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
@@ -28,19 +30,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="print the editor's hints and diagnostics for files, as text",
         description="Analyse the annotated models in each PATH (folders are searched for *.py) in "
         "worker processes, as the language server does, and print its inlay hints and diagnostics "
-        "as 'FILE:LINE:COL: SEVERITY: MESSAGE' lines. Exit status 1 when any error was reported, "
-        "2 when a path does not exist.",
+        "as 'FILE:LINE:COL: SEVERITY: MESSAGE' lines. Exit status 1 when any error was reported (a "
+        "file without targets is one), 2 for a usage error (a path that does not exist, a limit that is "
+        "not a positive number).",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders to check")
-    parser.add_argument("--root", help="workspace root (default: the nearest folder above the first path "
-                        "with a pyproject.toml or .git, else the current folder when it holds every path, "
-                        "else the first path's folder)")
-    parser.add_argument("--python", help="interpreter that runs the analyses (default: this one)")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
-                        help="seconds allowed per analysis (default: the [tool.torchscan-lsp] timeout, "
-                        "else 60); a target's own timeout option wins")
-    parser.add_argument("--memory-limit-mb", type=float, metavar="MIB",
-                        help="memory allowed per analysis, MiB (default: 8192)")
+    add_paths(parser, "Python files or folders to check")
+    add_workspace_arguments(parser)
     parser.add_argument("--no-hints", action="store_true", help="print diagnostics only")
     parser.add_argument("--headline", choices=HEADLINES,
                         help="the counting method the hints show and warn about: the dispatched operators "
@@ -57,9 +52,11 @@ def _display(path: Path) -> str:
 
 
 async def check(files: list[SourceFile], root: Path, *, python: str | None, timeout: float | None, hints: bool,
-                memory_mb: float | None = None, headline: str | None = None) -> tuple[list[str], int]:
-    """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files`) under ``root``;
-    returns the output lines and the number of errors."""
+                memory_mb: float | None = None, headline: str | None = None,
+                paths: list[Path] | None = None) -> tuple[list[str], int]:
+    """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files` of ``paths``) under
+    ``root``; returns the output lines and the number of errors (a file named without targets, or
+    paths without any, is one, as for ``scan``)."""
     from lsprotocol import types
 
     from torchscan_lsp.cli.session import command_session, time_alone
@@ -90,10 +87,15 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     out: list[str] = [f"torchscan-lsp: {problem}" for problem in problems]
     out += [f"{_display(path)}:1:1: error: {problem}" for path, problem in unreadable]
     errors = len(unreadable)
+    explicit = {str(f.path) for f in files if f.explicit}
     for rel, document in reported.items():
         lines = Lines(document.text, len)
         states = session.store.states_for_file(document.root, rel)
         entries = []
+        if document.path in explicit and not session.store.states_in(document.root, rel) \
+                and not any(str(getattr(p, "severity", "error")) == "error" for p in document.problems):
+            entries.append((0, 0, "error", NO_TARGET))  # a file named without targets, as for scan
+            errors += 1
         settings = session.settings
         for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root)),
                                    path=document.path, headline=settings.headline,
@@ -106,7 +108,10 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
         out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
-                for line, col, sev, message in sorted(entries)]
+                for line, col, sev, message in sorted(entries, key=lambda entry: entry[:3])]  # ties: as built
+    if not session.store.targets and not errors:  # as scan says it: nothing under the paths to analyse
+        out.append(f"{', '.join(_display(p) for p in paths or [f.path for f in files])}: error: {NO_TARGET}")
+        errors += 1
     return out, errors
 
 
@@ -120,16 +125,13 @@ _RAISED_AT = re.compile(r"\(raised at (.+?):(\d+)\)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``check``; returns 1 if any error was reported, 2 for a missing path, else 0."""
-    paths = [Path(p) for p in args.paths]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        print(f"torchscan-lsp check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return 2
+    """Run ``check``; returns 1 if any error was reported, else 0 (argparse exits with 2 for a
+    usage error)."""
+    paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
                                       hints=not args.no_hints, memory_mb=args.memory_limit_mb,
-                                      headline=args.headline))
+                                      headline=args.headline, paths=paths))
     for line in lines:
         print(line)
     return 1 if errors else 0

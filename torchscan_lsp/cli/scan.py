@@ -7,7 +7,8 @@ forked from a warm parent, under a time and a memory limit), and prints its summ
 results as one JSON array.
 
 Every problem is one line on stderr, ``FILE:LINE: error: MESSAGE`` (or ``warning``), and any error
-makes the exit status 1; a usage error exits with 2. Tracebacks of the user's code are summarised to
+makes the exit status 1; a usage error (a path that does not exist, a limit that is not a positive
+number) exits with 2, as for ``check`` (:mod:`.arguments`). Tracebacks of the user's code are summarised to
 the innermost line of the workspace; tracebacks of ours are never shown. A target that hangs, uses
 too much memory or kills its process ends as such an error too; what the model printed goes to
 stderr, so stdout holds only the tables or the JSON.
@@ -21,28 +22,26 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from torchscan_lsp.cli.arguments import NO_TARGET, add_paths, add_workspace_arguments, no_target_message
 from torchscan_lsp.cli.scan_output import (
     STOPPED_KINDS,
     Output,
     display,
     print_table,
     report_failure,
-    report_training_warnings,
+    report_measurement_problems,
     write_html,
 )
 from torchscan_lsp.cli.session import command_session, time_alone
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.controller import Session
-from torchscan_lsp.session.settings import Settings
 from torchscan_lsp.session.state import Document, TargetState
 from torchscan_lsp.session.workspace import find_root, python_files
-
-_NO_TARGET = ("no annotated model found; put '# torchscan: input_shape=(...)' on the line above a "
-              "zero-argument model factory or nn.Module class")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -56,17 +55,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "or JSON report."
         ),
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
-    parser.add_argument("--target", metavar="NAME", help="only the target with this name")
+    add_paths(parser, "Python files or folders")
+    parser.add_argument("--target", metavar="NAME",
+                        help="only the target with this name (other targets' problems are not reported)")
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default: table)"
     )
-    parser.add_argument(
-        "--root",
-        metavar="DIR",
-        help="workspace root (default: the nearest directory above the first PATH that holds "
-        "pyproject.toml or .git, else the current directory)",
-    )
+    add_workspace_arguments(parser)
     parser.add_argument("--latency", action="store_true", help="also measure the model's latency")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
     parser.add_argument(
@@ -77,19 +72,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="also analyse one training step: its FLOPs, and its peak memory estimated (fake tensors) and measured",
     )
     parser.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="wall-clock limit of each target's analysis (default: the [tool.torchscan-lsp] "
-        f"timeout, else {Settings.timeoutSeconds:g}); a target's own timeout option wins",
-    )
-    parser.add_argument(
-        "--memory-limit-mb",
-        type=float,
-        metavar="MIB",
-        help=f"memory limit of each target's analysis in MiB (default: {Settings.memoryLimitMb:g})",
-    )
-    parser.add_argument(
         "--receptive-field-notes", action="store_true",
         help="also list where a convolutional model's receptive field could not be derived (the "
         "editor's torchscan.receptiveFieldNotes; off by default)",
@@ -97,7 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--html",
         metavar="OUT.html",
-        help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html)",
+        help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html, "
+        "OUT.<file>.<target>.html where two files have a target of the same name)",
     )
     parser.set_defaults(run=run)
     return parser
@@ -111,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("torchscan-lsp: error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # stdout's reader stopped reading (``scan ... | head``): no error of ours, and the output
+        # still buffered must not fail again when the interpreter flushes it at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a program ended by SIGPIPE
     except Exception as error:  # noqa: BLE001 - never a traceback of ours
         print(f"torchscan-lsp: error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
@@ -124,33 +112,47 @@ def _measurements(args: argparse.Namespace) -> list[str]:
 
 def _targets(session: Session, documents: list[Document], explicit: set[str], wanted: str | None,
              out: Output) -> list[TargetState]:
-    """The target states to analyse, in file and line order; each file's problems reported, and a
-    file named on the command line (``explicit``) without the target asked for."""
+    """The target states to analyse, in file and line order; each file's problems reported (with
+    ``wanted``, only those that concern it: :func:`_concerns`), and a file named on the command line
+    (``explicit``) without the target asked for."""
     states = []
     for document in documents:
         shown = display(Path(document.path))
-        for problem in document.problems:
+        problems = [p for p in document.problems if _concerns(p, wanted)]
+        for problem in problems:
             out.problem(shown, problem.line, problem.message, problem.severity)
         found = session.store.states_in(document.root, document.rel)
         chosen = [s for s in found if wanted is None or s.key.name == wanted]
-        errors = [p for p in document.problems if str(getattr(p, "severity", "error")) == "error"]
+        errors = [p for p in problems if str(getattr(p, "severity", "error")) == "error"]
         if not chosen and document.path in explicit and not errors:
-            if wanted and found:
-                names = ", ".join(s.key.name for s in found)
-                out.problem(shown, 1, f"no target named '{wanted}' (targets here: {names})")
-            else:
-                out.problem(shown, 1, _NO_TARGET)
+            out.problem(shown, 1, no_target_message([s.key.name for s in found], wanted))
         states += chosen
     return states
 
 
+def _concerns(problem: Any, wanted: str | None) -> bool:
+    """Whether a file's ``problem`` counts when only the target ``wanted`` is scanned (``None``:
+    every target): the problems of that target, and the errors of the whole file (a syntax error
+    hides every target), but not another target's, nor a stray pragma's warning."""
+    if wanted is None:
+        return True
+    concerned = getattr(problem, "target", None)
+    if concerned is not None:
+        return concerned == wanted
+    return str(getattr(problem, "severity", "error")) == "error"
+
+
 async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
-    paths = [Path(p) for p in args.paths]
+    paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
-    session, problems = command_session(str(root), timeout=args.timeout, memory_mb=args.memory_limit_mb)
+    session, problems = command_session(str(root), python=args.python, timeout=args.timeout,
+                                        memory_mb=args.memory_limit_mb)
     config_error = session.config_error(str(root))
     if config_error is not None:
-        out.problem(display(config_error.path), config_error.line, config_error.message)
+        for problem in config_error.problems:
+            out.problem(display(config_error.path), problem.line, problem.message)
+        if args.format == "json":
+            print("[]", file=stdout)  # stdout stays one JSON array, as when no target is found
         return 1
     for problem in problems:
         out.problem("torchscan-lsp", None, problem, "warning")
@@ -161,8 +163,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     states = _targets(session, documents, {str(f.path) for f in files if f.explicit}, args.target, out)
     if not states:
         if not out.failed:
-            wanted = f"target named '{args.target}'" if args.target else "annotated model"
-            out.problem(", ".join(display(p) for p in paths), None, f"no {wanted} found")
+            message = f"no target named '{args.target}' found" if args.target else NO_TARGET
+            out.problem(", ".join(display(p) for p in paths), None, message)
         if args.format == "json":
             print("[]", file=stdout)
         return 1
@@ -210,7 +212,7 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
             if not result.get("ok"):
                 report_failure(out, Path(state.key.root), shown, state.target, result)
                 continue
-            report_training_warnings(out, shown, state.target, result)
+            report_measurement_problems(out, Path(state.key.root), shown, state.target, result)
             if tables:
                 print_table(stdout, shown, state, result, headline=session.settings.headline,
                             receptive_field_notes=receptive_field_notes)

@@ -10,9 +10,10 @@ from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.messages import render_attachments
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.session.jobs import build_render_job
+from torchscan_lsp.session.measurements import measurement_failures
 from torchscan_lsp.session.training import training_summary
 
-__all__ = ["Output", "display", "report_failure", "report_training_warnings", "print_table", "write_html",
+__all__ = ["Output", "display", "report_failure", "report_measurement_problems", "print_table", "write_html",
            "STOPPED_KINDS"]
 
 _ERROR_KINDS = {
@@ -74,9 +75,16 @@ def report_failure(
     out.problem(where, line, message)
 
 
-def report_training_warnings(out: Output, shown: str, target: Any, result: dict[str, Any]) -> None:
-    """The training step's warnings (over the memory budget, a failed method) as problems at the
-    target's line: warnings, which leave the exit status alone."""
+def report_measurement_problems(out: Output, root: Path, shown: str, target: Any, result: dict[str, Any]) -> None:
+    """A successful result's measurement problems: each measurement that failed, at the line that
+    raised (else the target's), an error when it was asked for and a warning for the training
+    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`);
+    then the training step's warnings (over the memory budget, a failed method) at the target's
+    line, which leave the exit status alone."""
+    for failure in measurement_failures(result.get("measurements")):
+        file, line = failure.error.get("file"), failure.error.get("line")
+        where, line = (display(root / file), line) if file and line else (shown, target.line)
+        out.problem(where, line, failure.message(f"'{target.name}'"), failure.severity)
     report = (result.get("measurements") or {}).get("train")
     for diagnostic in (report or {}).get("diagnostics") or []:
         if diagnostic.get("code", "").startswith("training_memory"):
@@ -86,13 +94,13 @@ def report_training_warnings(out: Output, shown: str, target: Any, result: dict[
 def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output) -> None:
     """Render each successful result (with its measurements attached) as an offline HTML file.
 
-    One result goes to ``path`` itself; several go to ``<stem>.<target>.html`` beside it, so no
-    report overwrites another. Write errors are reported like any other problem (exit status 1).
+    One result goes to ``path`` itself; several go beside it, named by :func:`html_paths` so that
+    no report overwrites another, and each ``wrote`` line says which target it holds. Write errors
+    are reported like any other problem (exit status 1).
     """
     from torchscan_lsp.engine.html import render_report
 
-    for entry in results:
-        target_path = path if len(results) == 1 else path.with_name(f"{path.stem}.{entry['target']}{path.suffix}")
+    for entry, target_path in zip(results, html_paths(path, results)):
         job = build_render_job(root, entry["report"], entry.get("measurements"))
         try:
             render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}",
@@ -100,7 +108,27 @@ def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output
         except (OSError, ValueError) as error:
             out.problem(str(target_path), None, f"cannot write the HTML report: {error}")
             continue
-        print(f"wrote {target_path}", file=out.err, flush=True)
+        print(f"wrote {target_path} ({entry['file']}: {entry['target']})", file=out.err, flush=True)
+
+
+def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
+    """Where each of ``results`` (``file``: its file as shown, ``target``: its name) is written for
+    ``--html path``: ``path`` for one result; for several, ``<stem>.<target><suffix>`` beside it,
+    the target's name prefixed with as many of its file's path parts as make every name distinct
+    (``out.a.build.html`` and ``out.b.build.html`` for ``build`` in ``a.py`` and ``b.py``; the
+    folder too where two files share a stem), and the result's position as a last resort."""
+    if len(results) == 1:
+        return [path]
+    # a shown path's ``..`` and root name no file: they are left out
+    parts = [[*(part for part in Path(entry["file"]).with_suffix("").parts if part not in ("..", "/", "\\")),
+              str(entry["target"])] for entry in results]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        names = [".".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            break
+    else:
+        names = [f"{name}.{index}" for index, name in enumerate(names, 1)]
+    return [path.with_name(f"{path.stem}.{name}{path.suffix}") for name in names]
 
 
 def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], *, headline: str,

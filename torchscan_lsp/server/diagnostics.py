@@ -6,8 +6,10 @@
 - a result's findings (:mod:`torchscan_lsp.session.findings`): a warning only where a number shown
   is a lower bound, one per line and cause; receptive-field notes when asked for; an information
   on the target line when a total shown is a lower bound;
+- on the target line, each measurement of the latest job that failed: an error when it was asked
+  for, a warning for the training estimate that runs unasked;
 - a warning on the target line for its training step: over the memory budget (naming the largest
-  categories), a memory method or the measurement that failed, backward work not counted.
+  categories), a memory method that failed, backward work not counted.
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
 """
@@ -25,7 +27,8 @@ from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.findings import result_findings
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.state import TargetState
-from torchscan_lsp.session.training import training_failure, training_report
+from torchscan_lsp.session.measurements import measurement_failures
+from torchscan_lsp.session.training import training_report
 
 SOURCE = "torchscan"
 
@@ -62,12 +65,21 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
                 if error.get("file") == rel and error.get("line") else None)
     if at_error is not None:
         out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
-    if state.key.file == rel and at_error != state.line:
+    if state.key.file == rel and not _on_the_target(state, at_error):
         # a wrong return value raised nothing: its location is the target itself
         raised = error.get("kind") != "result" and error.get("file") and error.get("line")
         where = f" (raised at {error['file']}:{error['line']})" if raised else ""
         out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
     return out
+
+
+def _on_the_target(state: TargetState, line: int | None) -> bool:
+    """Whether the current ``line`` is the target's own: its ``def``/``class`` line or its pragma or
+    decorator (where an options error stands), so that one diagnostic there says it all."""
+    if line is None:
+        return False
+    first = int(getattr(state.target, "annotation_line", None) or state.line)
+    return min(first, state.line) <= line <= state.line
 
 
 def _report_diagnostics(rel: str, lines: Lines, state: TargetState, path: str | None, headline: str,
@@ -78,15 +90,24 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState, path: str | 
     return [_diagnostic(lines.statement(f.line), f.message, _SEVERITY[f.severity], f.code) for f in found]
 
 
+def _measurement_failure_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+    """Each measurement of the latest job that failed, on the target's line: an error when it was
+    asked for (a code lens, ``measure=[...]``, ``scan --train``), a warning for the training
+    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`)."""
+    out = []
+    for failure in measurement_failures(state.measurements):
+        file, line = failure.error.get("file"), failure.error.get("line")
+        elsewhere = file and line and not (file == state.key.file and _on_the_target(state, int(line)))
+        raised = f" (raised at {file}:{line})" if elsewhere else ""
+        out.append(_diagnostic(lines.statement(state.line), failure.message(state.key.name) + raised,
+                               _SEVERITY[failure.severity], f"{failure.kind}-failed"))
+    return out
+
+
 def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
     """Warnings of the target's training step on its line: an estimate over the memory budget
-    (naming the largest categories), a memory method that failed, work its FLOPs did not count,
-    or the whole measurement failing."""
+    (naming the largest categories), a memory method that failed, work its FLOPs did not count."""
     range_ = lines.statement(state.line)
-    failed = training_failure(state)
-    if failed is not None:
-        return [_diagnostic(range_, f"{state.key.name}: the training step failed: {failed.get('type')}: "
-                            f"{failed.get('message')}", types.DiagnosticSeverity.Warning, "training-failed")]
     report = training_report(state)
     groups: dict[tuple, list[dict]] = {}   # one warning per cause: an operator, or a code and message
     for d in (report or {}).get("diagnostics") or ():
@@ -103,12 +124,16 @@ def _training_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagno
 
 
 def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetState]) -> list[types.Diagnostic]:
-    """Diagnostics for a broken ``[tool.torchscan-lsp]`` table (``error.message``, ``error.line``)
-    on each target of ``rel``: their analyses run without the workspace defaults."""
-    where = f"pyproject.toml:{error.line}" if getattr(error, "line", None) else "pyproject.toml"
-    message = f"{where}: {error.message}; the workspace defaults are not applied"
-    return [_diagnostic(lines.statement(s.line), f"{s.key.name}: {message}", types.DiagnosticSeverity.Error,
-                        "workspace-config") for s in states if s.key.file == rel]
+    """Diagnostics for a broken ``[tool.torchscan-lsp]`` table on each target of ``rel``, one per
+    problem of the table (``error.problems``, each ``.message`` and ``.line``; else ``error.message``
+    and ``error.line``): their analyses run without the workspace defaults."""
+    out = []
+    for problem in getattr(error, "problems", None) or [error]:
+        where = f"pyproject.toml:{problem.line}" if getattr(problem, "line", None) else "pyproject.toml"
+        message = f"{where}: {problem.message}; the workspace defaults are not applied"
+        out += [_diagnostic(lines.statement(s.line), f"{s.key.name}: {message}", types.DiagnosticSeverity.Error,
+                            "workspace-config") for s in states if s.key.file == rel]
+    return out
 
 
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
@@ -135,6 +160,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state, path, headline, receptive_field_notes))
             if state.key.file == rel:
+                out.extend(_measurement_failure_diagnostics(lines, state))
                 out.extend(_training_diagnostics(lines, state))
     unique: dict[tuple, types.Diagnostic] = {}
     for d in out:

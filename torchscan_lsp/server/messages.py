@@ -71,12 +71,11 @@ _ERROR_ADVICE = {
     "import": "importing the module failed; fix the import (the workspace root is on sys.path)",
     "options": "the target's options are not valid; fix the pragma or decorator",
     "factory": "the factory raised while building the model",
-    "forward": "the forward pass failed on the given inputs; check input_shape (it excludes the batch dimension), "
-               "dtype and device, or return (model, args) from the factory",
+    "forward": "the forward pass failed on the given inputs",  # the worker's message advises what fits the case
     "result": "the factory did not return a model",
     "strict": "strict mode refused an incomplete analysis; count what is missing, or name fewer counts in the strict option",
     "timeout": "the analysis did not finish in time",
-    "memory": "the analysis ran out of its memory limit (torchscan.memoryLimitMb)",
+    "memory": "the analysis ran out of its memory limit",  # the message names the setting (or flag) to raise
     "crash": "the worker process crashed",
     "cancelled": "the analysis was cancelled",
 }

@@ -291,6 +291,9 @@ class Session:
             state.set_analysed_texts(self._texts(state, text, {file for file, _ in state.view.lines}))
             state.error = None
             state.stale = False
+            # a failure is the latest job's only: a later analysis that did not measure clears it
+            state.measurements = {kind: record for kind, record in state.measurements.items()
+                                  if not (isinstance(record, dict) and "error" in record)}
             state.measurements.update(result.get("measurements") or {})
         else:
             state.error = result

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, RenderJob, analysis_job, render_job
 from torchscan_lsp.session.settings import Settings
+from torchscan_lsp.targets.options import merge_options
 
 __all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "timing_asked"]
 
@@ -52,9 +53,7 @@ def build_job(
     buffer).
     """
     own = dict(getattr(target, "options", {}) or {})
-    options: dict[str, Any] = dict(defaults)
-    options["device"] = settings.device
-    options.update(own)
+    options = merge_options({**defaults, "device": settings.device}, own)  # a train dict merges per key
     wanted = [*(options.get("measure") or []), *measure]
     job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
                        source_text=source_text, measure=wanted)

@@ -2,13 +2,54 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.metrics import MetricResult, aggregate, metric_value
 from torchscan_lsp.contract.report import in_subtree
 from torchscan_lsp.session.state import TargetState
 
-__all__ = ["model_latency", "model_memory", "layer_latency"]
+__all__ = ["MEASUREMENT_NAMES", "MeasurementFailure", "measurement_failures", "model_latency", "model_memory",
+           "layer_latency"]
+
+MEASUREMENT_NAMES = {"latency": "latency measurement", "memory": "memory measurement",
+                     "layer_latency": "per-layer latency measurement", "train": "training step"}
+"""What each measurement is called in a message."""
+
+
+@dataclass(frozen=True)
+class MeasurementFailure:
+    """A measurement that failed on its own (the analysis stood).
+
+    Attributes:
+        kind: ``latency``, ``memory``, ``layer_latency`` or ``train``.
+        requested: the job asked for it (an error), rather than running it unasked (the training
+            estimate of a target with ``train`` options: a warning).
+        error: its ``type``, ``message``, ``file`` and ``line`` (the innermost workspace frame, or
+            none).
+    """
+
+    kind: str
+    requested: bool
+    error: Mapping[str, Any]
+
+    @property
+    def severity(self) -> str:
+        """``error`` for a measurement asked for, else ``warning``."""
+        return "error" if self.requested else "warning"
+
+    def message(self, target: str) -> str:
+        """``"net: the training step failed: ValueError: ..."``, the same words in every front end."""
+        kind = self.error.get("type")
+        text = f"{kind}: {self.error.get('message')}" if kind else str(self.error.get("message"))
+        return f"{target}: the {MEASUREMENT_NAMES.get(self.kind, self.kind)} failed: {text}"
+
+
+def measurement_failures(measurements: Mapping[str, Any] | None) -> list[MeasurementFailure]:
+    """The failed ones among ``measurements`` (a result's, or a target state's), in their order."""
+    return [MeasurementFailure(kind, bool(record.get("requested", True)), record["error"])
+            for kind, record in (measurements or {}).items()
+            if isinstance(record, dict) and isinstance(record.get("error"), dict)]
 
 
 def model_latency(state: TargetState) -> dict | None:

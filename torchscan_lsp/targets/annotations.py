@@ -14,7 +14,7 @@ from typing import Any
 from torchscan_lsp.targets.options import KNOWN_OPTIONS, OptionError, unknown_option_message, validate_option
 from torchscan_lsp.targets.types import SourceLines, TargetProblem
 
-__all__ = ["PRAGMA_RE", "pragma_comments", "comment_only_lines", "decorator_aliases", "is_target_decorator",
+__all__ = ["PRAGMA_RE", "COLONLESS_RE", "pragma_comments", "comment_only_lines", "decorator_aliases", "is_target_decorator",
            "parse_pragma", "parse_decorator"]
 
 PRAGMA_RE = re.compile(r"#\s*torchscan\s*:")
@@ -29,19 +29,31 @@ def _tokens(source: str) -> list[tokenize.TokenInfo]:
         return []
 
 
-def pragma_comments(source: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]]:
-    """(line, column, text) of each full-line pragma, and (line, column) of trailing ones."""
+COLONLESS_RE = re.compile(r"#\s*torchscan\b\s*[^:\w\s]?\s*(?=[A-Za-z_]\w*\s*=)")
+"""A full-line comment that reads as a pragma but for its colon: ``# torchscan input_shape=(3, 32, 32)``
+(``torchscan``, maybe one stray mark such as ``;`` or ``=``, then ``option=``)."""
+
+
+def pragma_comments(source: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]], list[tuple[int, int, str]]]:
+    """(line, column, text) of each full-line pragma, (line, column) of trailing ones, and (line,
+    column, text) of full-line comments that would be a pragma but for the colon
+    (:data:`COLONLESS_RE`), which would otherwise be ignored without a word."""
     pragmas: list[tuple[int, int, str]] = []
     trailing: list[tuple[int, int]] = []
+    colonless: list[tuple[int, int, str]] = []
     for tok in _tokens(source):
-        if tok.type != tokenize.COMMENT or not PRAGMA_RE.match(tok.string):
+        if tok.type != tokenize.COMMENT:
             continue
         line, col = tok.start
+        if not PRAGMA_RE.match(tok.string):
+            if COLONLESS_RE.match(tok.string) and not tok.line[:col].strip():
+                colonless.append((line, col, tok.string))
+            continue
         if tok.line[:col].strip():
             trailing.append((line, col))
         else:
             pragmas.append((line, col, tok.string))
-    return pragmas, trailing
+    return pragmas, trailing, colonless
 
 
 def comment_only_lines(source: str) -> set[int]:

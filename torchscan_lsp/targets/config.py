@@ -15,49 +15,76 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchscan_lsp.targets.options import (
     OptionError,
     check_consistency,
     from_toml_value,
+    train_problems,
     validate_option,
 )
 
 SECTION = "torchscan-lsp"
 
 
+class ConfigProblem(NamedTuple):
+    """One bad key or value of the table: what is wrong (``message``, starting with the table's
+    name) and the 1-based ``line`` of ``pyproject.toml`` it is on (``None`` when not found)."""
+
+    message: str
+    line: int | None
+
+
 class WorkspaceConfigError(ValueError):
-    """``pyproject.toml`` cannot be read, or its ``[tool.torchscan-lsp]`` table is invalid."""
+    """``pyproject.toml`` cannot be read, or its ``[tool.torchscan-lsp]`` table is invalid.
 
-    def __init__(self, path: Path, message: str, line: int | None = None):
-        where = f"{path}:{line}" if line else str(path)
-        super().__init__(f"{where}: {message}")
+    ``problems`` lists every bad key and value at once, in the file's order; ``message`` and
+    ``line`` are the first one's. ``str(error)`` is one ``PATH:LINE: MESSAGE`` line per problem.
+    """
+
+    def __init__(self, path: Path, message: str, line: int | None = None,
+                 problems: list[ConfigProblem] | None = None):
+        self.problems = problems or [ConfigProblem(message, line)]
         self.path = path
-        self.message = message
-        self.line = line
+        self.message, self.line = self.problems[0]
+        super().__init__("\n".join(f"{path}:{p.line}: {p.message}" if p.line else f"{path}: {p.message}"
+                                   for p in self.problems))
 
 
-def _key_line(text: str, key: str | None) -> int | None:
-    """Best-effort line of ``key = ...`` inside the ``[tool.torchscan-lsp]`` table."""
-    in_section = False
+_HEADER = re.compile(r"\[\s*tool\s*\.\s*[\"']?torchscan-lsp[\"']?\s*(\.\s*[\"']?(\w+)[\"']?\s*)?\]\s*(#.*)?")
+
+
+def _key_line(text: str, key: str | None, table: str | None = None) -> int | None:
+    """Best-effort line of ``key = ...`` (``None``: of the header) in ``[tool.torchscan-lsp]``, or in
+    its sub-table ``table`` (``[tool.torchscan-lsp.train]``). tomllib gives no positions: this
+    scans the lines for the headers and the keys."""
+    section: str | None = None  # "" for the main table, the sub-table's name, None elsewhere
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            in_section = re.fullmatch(r"\[\s*tool\s*\.\s*[\"']?torchscan-lsp[\"']?\s*\]", line) is not None
-            if in_section and key is None:
+            header = _HEADER.fullmatch(line)
+            section = None if header is None else header[2] or ""
+            if section == (table or "") and key is None:
                 return number
             continue
-        if in_section and key and re.match(rf"[\"']?{re.escape(key)}[\"']?\s*=", line):
+        if section == (table or "") and key and re.match(rf"[\"']?{re.escape(key)}[\"']?\s*[=.]", line):
             return number
     return None
+
+
+def _train_line(text: str, key: str) -> int | None:
+    """The line of a ``train`` key: in ``[tool.torchscan-lsp.train]``, else the main table's
+    ``train = {...}`` (an inline table is one line), else the sub-table's header."""
+    return _key_line(text, key, "train") or _key_line(text, "train") or _key_line(text, None, "train")
 
 
 def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
     """Return the validated ``[tool.torchscan-lsp]`` options of ``root/pyproject.toml``.
 
-    No file or no table gives ``{}``. A TOML syntax error, an unknown option or a wrong value raises
-    :class:`WorkspaceConfigError` naming the file, the line (when it can be found) and the fix.
+    No file or no table gives ``{}``. A TOML syntax error, or any unknown option or wrong value
+    (every one of them, with its line when it can be found: :attr:`WorkspaceConfigError.problems`)
+    raises :class:`WorkspaceConfigError` naming the file and the fix.
     """
     path = Path(root) / "pyproject.toml"
     try:
@@ -70,26 +97,32 @@ def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise WorkspaceConfigError(path, f"invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get(SECTION)
+    tool = data.get("tool", {})
+    table = tool.get(SECTION) if isinstance(tool, dict) else None
     if table is None:
         return {}
     if not isinstance(table, dict):
         raise WorkspaceConfigError(path, f"[tool.{SECTION}] must be a table", _key_line(text, None))
     options: dict[str, Any] = {}
+    problems: list[ConfigProblem] = []
     for key, raw in table.items():
+        if key == "train" and isinstance(raw, dict):
+            bad = train_problems(raw)
+            problems += [ConfigProblem(f"[tool.{SECTION}.train] {e.message}", _train_line(text, e.name)) for e in bad]
+            if bad:
+                continue
         value = from_toml_value(key, raw)
         try:
             validate_option(key, value)
         except OptionError as exc:
-            raise WorkspaceConfigError(
-                path, f"[tool.{SECTION}] {exc.message}", _key_line(text, key)
-            ) from None
+            problems.append(ConfigProblem(f"[tool.{SECTION}] {exc.message}", _key_line(text, key)))
+            continue
         options[key] = value
     try:
         check_consistency(options)
     except OptionError as exc:
-        raise WorkspaceConfigError(
-            path, f"[tool.{SECTION}] {exc.message}", _key_line(text, exc.name)
-        ) from None
+        problems.append(ConfigProblem(f"[tool.{SECTION}] {exc.message}", _key_line(text, exc.name)))
+    if problems:
+        problems.sort(key=lambda p: p.line or 0)
+        raise WorkspaceConfigError(path, problems[0].message, problems[0].line, problems)
     return options
-

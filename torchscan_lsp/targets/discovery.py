@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from torchscan_lsp.targets.annotations import (
+    COLONLESS_RE,
     comment_only_lines,
     decorator_aliases,
     is_target_decorator,
@@ -65,7 +66,16 @@ def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
         scan.problems.append(TargetProblem(1, 0, lines.end_of(1), f"cannot parse: {exc}"))
         return scan
 
-    pragmas, trailing = pragma_comments(source)
+    pragmas, trailing, colonless = pragma_comments(source)
+    for line, col, text in colonless:
+        options = COLONLESS_RE.sub("", text, count=1).strip()
+        scan.problems.append(
+            TargetProblem(
+                line, col, lines.end_of(line),
+                f"this comment is not a pragma: '# torchscan' needs a colon; write '# torchscan: {options}'",
+                "warning",
+            )
+        )
     for line, col in trailing:
         scan.problems.append(
             TargetProblem(

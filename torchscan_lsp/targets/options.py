@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from torchscan_lsp.contract.strict import strict_counts
-from torchscan_lsp.contract.training import parse_bytes, parse_train_options
+from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
@@ -168,6 +168,34 @@ def _check_train(value: Any) -> None:
         raise OptionError("train", str(error)) from None
 
 
+def train_problems(value: dict[str, Any]) -> list[OptionError]:
+    """Every bad key of a ``train`` dict, one :class:`OptionError` each (``.name``: the key), where
+    :func:`validate_option` stops at the first. A key is checked alone with the dict's optimizer (an
+    optimizer's own key, such as ``momentum``, under a bad or missing optimizer: with the first one it
+    belongs to, so it is told about its value, not that it does not apply); rules between keys (SGD's
+    Nesterov momentum) are checked once every key is good."""
+    def problem(options: dict[str, Any]) -> str | None:
+        try:
+            parse_train_options(options)
+        except (TypeError, ValueError) as error:
+            return str(error)
+        return None
+
+    optimizer = value.get("optimizer", "adamw")
+    found = {"optimizer": problem({"optimizer": optimizer})} if "optimizer" in value else {}
+    for key, item in value.items():
+        if key == "optimizer":
+            continue
+        owners = [name for name, keys in OPTIMIZERS.items() if key in keys]
+        tried = [optimizer] if not found.get("optimizer") else owners or ["adamw"]
+        messages = [problem({"optimizer": name, key: item}) for name in tried]
+        found[key] = messages[0] if all(messages) else None
+    if not any(found.values()) and (message := problem(value)):
+        named = re.match(r"train option '(\w+)'", message)
+        found[named[1] if named else "optimizer"] = message
+    return [OptionError(key, message) for key, message in found.items() if message]
+
+
 def _check_train_memory(value: Any) -> None:
     try:
         parse_bytes(value, name="train_memory")
@@ -236,9 +264,27 @@ def from_toml_value(name: str, value: Any) -> Any:
 
 
 def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
-    """Merge option dicts, later layers winning (workspace defaults first, the target's last)."""
+    """Merge option dicts, later layers winning (workspace defaults first, the target's last).
+
+    ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
+    the workspace's optimizer. Any other option, and ``train=None``, replaces the earlier value.
+    """
     merged: dict[str, Any] = {}
     for layer in layers:
-        if layer:
-            merged.update(layer)
+        for key, value in (layer or {}).items():
+            earlier = merged.get(key)
+            both = key == "train" and isinstance(value, dict) and isinstance(earlier, dict)
+            merged[key] = merge_train(earlier, value) if both else value
     return merged
+
+
+def merge_train(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own``'s ``train`` keys over ``base``'s. When ``own`` names an optimizer, ``base``'s keyword
+    arguments that this optimizer does not take are dropped: they were the other optimizer's
+    (``betas`` of a workspace ``"adamw"`` under a target's ``"sgd"``)."""
+    merged = {**base, **own}
+    accepted = OPTIMIZERS.get(str(own.get("optimizer", "")).lower())
+    if accepted is None:
+        return merged
+    foreign = {key for keys in OPTIMIZERS.values() for key in keys} - set(accepted)
+    return {key: value for key, value in merged.items() if key in own or key not in foreign}

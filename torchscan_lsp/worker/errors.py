@@ -12,7 +12,7 @@ from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.strict import failure_diagnostics
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 
-__all__ = ["JobError", "Blame", "incomplete_message", "mismatch_advice"]
+__all__ = ["JobError", "Blame", "incomplete_message", "forward_advice"]
 
 
 class JobError(Exception):
@@ -119,12 +119,45 @@ def incomplete_message(error: Any) -> str:
             "report's diagnostics list everything)")
 
 
-def mismatch_advice(message: str) -> str:
-    """``message`` of a failed forward, with advice when it reads as a dtype or device mismatch."""
-    if not _MISMATCH.search(message):
+def forward_advice(message: str, input_shape: Any = None) -> str:
+    """``message`` of a failed forward, with the advice that fits the case.
+
+    ``input_shape`` is the option the inputs were generated from (``None``: the factory returned
+    its own). A dtype or device mismatch names the options that set them (generated) or the
+    factory's inputs; a shape error on generated inputs shows the shapes they had, batch dimension
+    included, and suggests the shape without a leading 1 when every input_shape begins with one (the
+    batch dimension written twice); other errors get no advice.
+    """
+    generated = input_shape is not None
+    if _MISMATCH.search(message):
+        where = "the target's dtype and device options" if generated else "the inputs the factory returns"
+        return (f"{message}; check dtype and device: the inputs' dtype and device must match the model's "
+                f"({where})")
+    if not _SHAPE.search(message):
         return message
-    return (message + "; check input_shape, dtype and device: the inputs' dtype and device must match "
-            "the model's (the target's dtype and device options, or the inputs its factory returns)")
+    if not generated:
+        return f"{message}; check the shapes of the inputs the factory returns"
+    shapes = [input_shape] if isinstance(input_shape, tuple) else list(input_shape)
+    made = ", ".join(_shape_text((1, *shape)) for shape in shapes)
+    advice = (f"{message}; the inputs were generated from input_shape={_option_text(input_shape)} with a batch "
+              f"dimension of 1 added, as {made}: input_shape excludes the batch dimension")
+    if all(len(shape) > 1 and shape[0] == 1 for shape in shapes):
+        bare = [tuple(shape[1:]) for shape in shapes]
+        return advice + f" (did you mean input_shape={_option_text(bare[0] if isinstance(input_shape, tuple) else bare)}?)"
+    return advice + "; fit input_shape to the model, or return (model, args) from the factory for inputs of your own"
+
+
+_SHAPE = re.compile(r"size|shape|dimension|channels|\bdim\b|\d+D\b", re.IGNORECASE)
+"""Error messages of a forward whose inputs had the wrong shape."""
+
+
+def _shape_text(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _option_text(value: Any) -> str:
+    """An input_shape as a pragma writes it: ``(3, 32, 32)`` or ``[(3, 32, 32), (10,)]``."""
+    return _shape_text(value) if isinstance(value, tuple) else "[" + ", ".join(_shape_text(s) for s in value) + "]"
 
 
 def _exception_message(error: BaseException) -> str:

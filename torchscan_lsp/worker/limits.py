@@ -6,7 +6,7 @@ Never imports torch. Three concerns, each a few small functions:
   ``SIGKILL`` when its parent goes away (Linux ``PR_SET_PDEATHSIG``), so a server that crashes or
   is killed leaves no model running; :func:`isolate_forked_child` does that and the rest of
   leaving the warm parent behind for the children it forks.
-* **Memory** (:func:`rss_bytes`, :func:`cap_address_space`, :func:`is_out_of_memory`): the server
+* **Memory** (:func:`rss_bytes`, :func:`cap_address_space`, :func:`blame_the_memory_limit`): the server
   polls the resident set size of each job's process and kills it past the limit; in the process
   itself an address-space cap a good deal above the limit makes one huge allocation fail at once
   (before it can touch pages) instead of swapping the machine.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import resource
 import signal
 import sys
@@ -29,9 +30,6 @@ ADDRESS_SPACE_FACTOR = 2
 """The address-space cap is the process's size at the start of the job plus this many times the
 memory limit: virtual reservations (thread stacks, allocator arenas) must not trip it, while an
 allocation of far more than the limit still fails at once."""
-
-_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "out of memory")
-
 
 def die_with_parent(expected_parent: int | None = None) -> bool:
     """Have the kernel ``SIGKILL`` this process when its parent exits (Linux only).
@@ -120,13 +118,33 @@ def memory_message(memory_mb: float) -> str:
             "(raise torchscan.memoryLimitMb if the model needs more)")
 
 
-def is_out_of_memory(result: Mapping[str, Any]) -> bool:
-    """Whether a failed result is an allocation that failed (``MemoryError``, or PyTorch's
-    allocator refusing), which under a memory limit means the limit was hit."""
-    error = result.get("error") or {}
-    if result.get("ok") or not isinstance(error, Mapping):
-        return False
+def is_allocation_failure(error: Mapping[str, Any]) -> bool:
+    """Whether an error record (``type``, ``message``) is an allocation that failed: Python's
+    ``MemoryError``, PyTorch's CPU allocator refusing (``DefaultCPUAllocator: can't allocate
+    memory``), C++'s ``std::bad_alloc``, the system's ``ENOMEM`` (``Cannot allocate memory``), or
+    oneDNN unable to create a primitive (the allocation of its scratch memory or its generated code
+    failed; a primitive *descriptor* it cannot create is an unsupported configuration instead)."""
     if error.get("type") == "MemoryError":
         return True
-    message = str(error.get("message") or "").lower()
-    return any(marker in message for marker in _OOM_MARKERS)
+    return _ALLOCATION_FAILED.search(str(error.get("message") or "")) is not None
+
+
+_ALLOCATION_FAILED = re.compile(
+    r"can't allocate memory|cannot allocate memory|out of memory|std::bad_alloc"
+    r"|could not create a primitive(?! descriptor)",
+    re.IGNORECASE,
+)
+
+
+def blame_the_memory_limit(result: dict[str, Any], memory_mb: float) -> None:
+    """Under an address-space cap of ``memory_mb`` MiB (:func:`cap_address_space`), an allocation
+    that failed means the limit was hit: make such a failed result a ``memory`` failure, and such a
+    failed measurement's error say so, each with :func:`memory_message` before the original text."""
+    error = result.get("error")
+    if not result.get("ok") and isinstance(error, dict) and is_allocation_failure(error):
+        error["kind"] = "memory"
+        error["message"] = f"{memory_message(memory_mb)}: {error.get('message')}"
+    for measurement in (result.get("measurements") or {}).values():
+        failed = measurement.get("error") if isinstance(measurement, dict) else None
+        if isinstance(failed, dict) and is_allocation_failure(failed):
+            failed["message"] = f"{memory_message(memory_mb)}: {failed.get('message')}"

@@ -34,8 +34,7 @@ def measure(
     blame: Blame,
 ) -> dict[str, Any]:
     """Run each of the measurements ``names`` on ``model`` after the analysis, on its own: a
-    failure is reported in its place (``{"error": {type, message, file, line}}``, located as
-    a forward error), never failing the job. Generated inputs are made as the engine makes
+    failure is reported in its place (:func:`failed`), never failing the job. Generated inputs are made as the engine makes
     them; the model runs in evaluation mode under ``torch.inference_mode`` and its training
     flags are restored afterwards."""
     device = options.get("device") or model_device(model)
@@ -71,11 +70,14 @@ def measure(
     return results
 
 
-def failed(error: BaseException, blame: Blame) -> dict[str, Any]:
-    """A failed measurement's record, ``{"error": {type, message, file, line}}``, located as a
-    forward error (at the innermost workspace frame)."""
+def failed(error: BaseException, blame: Blame, *, requested: bool = True) -> dict[str, Any]:
+    """A failed measurement's record, ``{"error": {type, message, file, line}, "requested": bool}``,
+    located as a forward error (at the innermost workspace frame). ``requested``: the job asked for
+    the measurement (an error for the front ends), rather than running it unasked (the training
+    estimate of a target with ``train`` options: a warning)."""
     located = blame.error_from("forward", error)
-    return {"error": {"type": located.type_name, "message": located.message, "file": located.file, "line": located.line}}
+    return {"error": {"type": located.type_name, "message": located.message, "file": located.file, "line": located.line},
+            "requested": requested}
 
 
 def model_device(model: torch.nn.Module) -> str:

@@ -11,7 +11,7 @@ import torch
 from torchscan_lsp.targets.options import OptionError, check_consistency, from_toml_value, validate_option
 from torchscan_lsp.worker.errors import Blame, JobError
 
-__all__ = ["job_options", "crawl_arguments", "from_json", "torch_dtype", "to_device"]
+__all__ = ["job_options", "crawl_arguments", "known_device", "usable_device", "from_json", "torch_dtype", "to_device"]
 
 
 def job_options(raw: dict[str, Any], blame: Blame) -> dict[str, Any]:
@@ -53,7 +53,8 @@ def crawl_arguments(
 
     Raises:
         JobError: of kind ``options`` for inputs given twice or not at all, a ``dtype`` for provided
-            inputs, or a device that cannot be used.
+            inputs, a device that cannot be used (:func:`usable_device`), or a model built on the
+            meta device for another device.
     """
     crawl: dict[str, Any] = {}
     provided = args is not None
@@ -79,8 +80,14 @@ def crawl_arguments(
         )
     device = options.get("device")
     if device is not None:
+        torch_device = usable_device(device, blame)
+        if torch_device.type != "meta" and _on_meta((model, args, kwargs)):
+            raise blame.options_error(
+                f"'{target_name}' builds its model (or its inputs) on the meta device, which holds no data to "
+                f"move to '{device}'; set device=\"meta\" to analyse it there (shapes, parameters and FLOPs; "
+                "nothing can be measured)"
+            )
         try:
-            torch_device = torch.device(device)
             model.to(torch_device)
             if provided:
                 args = to_device(args, torch_device)
@@ -103,6 +110,64 @@ def crawl_arguments(
         if options.get(name) is not None:
             crawl[name] = options[name]
     return crawl, args, kwargs
+
+
+def known_device(device: str, blame: Blame) -> torch.device:
+    """The ``torch.device`` of the option ``device``.
+
+    Raises:
+        JobError: of kind ``options``, at the target's annotation, for a device type PyTorch does
+            not know (``"tpu"``).
+    """
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise blame.options_error(
+            f"unknown device '{device}'; write a device PyTorch knows, such as \"cpu\", \"cuda\", \"cuda:1\", "
+            "\"mps\" or \"meta\""
+        ) from None
+
+
+def usable_device(device: str, blame: Blame) -> torch.device:
+    """The ``torch.device`` of the option ``device``, when this process can use it.
+
+    Raises:
+        JobError: of kind ``options``, at the target's annotation: a device type PyTorch does not
+            know (:func:`known_device`), or a CUDA or MPS device this machine does not have, each
+            said in those words.
+    """
+    torch_device = known_device(device, blame)
+    if torch_device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise blame.options_error(
+                f"device '{device}' is not available: this machine has no CUDA GPU that this PyTorch "
+                f"({torch.__version__}) can use; use device=\"cpu\", or device=\"meta\" for shapes and counts alone"
+            )
+        if torch_device.index is not None and torch_device.index >= count:
+            raise blame.options_error(
+                f"device '{device}' is not available: this machine has {count} CUDA device(s), "
+                f"cuda:0 to cuda:{count - 1}"
+            )
+    if torch_device.type == "mps" and not torch.backends.mps.is_available():
+        raise blame.options_error(
+            f"device '{device}' is not available: this machine has no Apple GPU (MPS) that this PyTorch can use; "
+            "use device=\"cpu\""
+        )
+    return torch_device
+
+
+def _on_meta(values: Any) -> bool:
+    """Whether a model or any tensor in ``values`` (any nesting) lives on the meta device."""
+    from torch.utils._pytree import tree_flatten
+
+    for value in tree_flatten(values)[0]:
+        if isinstance(value, torch.nn.Module):
+            if any(t.is_meta for t in (*value.parameters(), *value.buffers())):
+                return True
+        elif isinstance(value, torch.Tensor) and value.is_meta:
+            return True
+    return False
 
 
 def from_json(name: str, value: Any) -> Any:

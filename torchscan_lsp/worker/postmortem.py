@@ -3,7 +3,8 @@
 Job processes enable :mod:`faulthandler`, so a fatal signal (a segfault, a C++ abort) writes the
 Python stack to their output, and ``SIGUSR1`` (sent by the server before it kills a job at a
 limit) does the same. The innermost frame of the last such dump that lies inside the workspace
-is the line to show the diagnostic on. Never imports torch.
+is the line to show the diagnostic on (a workspace file by :mod:`.workspace`'s rule). Never
+imports torch.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+from torchscan_lsp.worker.workspace import Workspace
 
 LOG_WINDOW_BYTES = 64 * 1024
 """How much of the end of a log is searched for a stack dump."""
@@ -33,13 +36,14 @@ def read_end(path: str | Path, size: int = LOG_WINDOW_BYTES) -> str:
 
 
 def _first_in_workspace(frames: list[re.Match], workspace_root: str) -> tuple[str, int] | None:
-    root = Path(workspace_root).resolve()
+    """The first of ``frames`` in a workspace file, by the rule every location follows
+    (:class:`~.workspace.Workspace`: never a pseudo-file such as ``<frozen runpy>``, a virtual
+    environment or this package)."""
+    workspace = Workspace(workspace_root)
     for frame in frames:
-        try:
-            relative = Path(frame["file"]).resolve().relative_to(root)
-        except (ValueError, OSError):
-            continue
-        return relative.as_posix(), int(frame["line"])
+        relative = workspace.relative(frame["file"])
+        if relative is not None:
+            return relative, int(frame["line"])
     return None
 
 

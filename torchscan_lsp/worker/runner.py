@@ -50,7 +50,8 @@ from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
 from torchscan_lsp.worker import measurements, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
-from torchscan_lsp.worker.errors import Blame, JobError, incomplete_message, mismatch_advice
+from torchscan_lsp.worker.compiled import hidden_from_dynamo
+from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
 from torchscan_lsp.worker.factory import build_model
 from torchscan_lsp.worker.imports import ImportScope
 from torchscan_lsp.worker.options import crawl_arguments, job_options
@@ -132,7 +133,18 @@ class _Job:
         module = self._import(scope, source)
         factory = self._lookup(module)
         model, args, kwargs = build_model(factory, self.target_name, source, blame, device=options.get("device"))
+        with hidden_from_dynamo():  # a compiled model: Dynamo traces the user's code, never ours
+            return self._analyse(model, args, kwargs, factory, options)
+
+    def _analyse(self, model: torch.nn.Module, args: Any, kwargs: Any, factory: Any,
+                 options: dict[str, Any]) -> dict[str, Any]:
+        assert self.blame is not None
+        blame = self.blame
         crawl_kwargs, args, kwargs = crawl_arguments(model, args, kwargs, options, self.target_name, blame)
+        wanted = measurements.requested(self.job, options)
+        trains = "train" in wanted or training.automatic(options)
+        if trains:
+            training.check_options(options, own_inputs=args is not None, name=self.target_name, blame=blame)
         report = self._crawl(model, crawl_kwargs)
         result: dict[str, Any] = {
             "ok": True,
@@ -140,12 +152,11 @@ class _Job:
             "report": report,
             "source_map": blame.recorder.source_map(report.get("layers")),
         }
-        wanted = measurements.requested(self.job, options)
         found: dict[str, Any] = {}
         on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
         if on_the_model:
             found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
-        if "train" in wanted or training.automatic(options):
+        if trains:
             found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
         if found:
             result["measurements"] = found
@@ -257,7 +268,7 @@ class _Job:
                 kind = "crash"
             job_error = blame.error_from(kind, error)
             if kind == "forward":
-                job_error.message = mismatch_advice(job_error.message)
+                job_error.message = forward_advice(job_error.message, crawl_kwargs.get("input_shape"))
             if isinstance(partial_report, dict):
                 job_error.report = partial_report  # type: ignore[attr-defined]
             raise job_error from None

@@ -2,9 +2,9 @@
 
 A *site* is a file name and a 1-based line. Two kinds of file are *model code*:
 
-* **workspace files** (:class:`Workspace`): under the workspace root, outside virtual environments,
-  ``site-packages``, hidden folders and this project's package; named by their workspace-relative
-  path with ``/`` separators, as every path in a result is;
+* **workspace files** (:class:`~torchscan_lsp.worker.workspace.Workspace`): under the workspace
+  root, outside virtual environments, ``site-packages``, hidden folders and this project's package;
+  named by their workspace-relative path with ``/`` separators, as every path in a result is;
 * **library files**: any other Python source file outside PyTorch, this project's package and the
   standard library, such as an installed ``transformers/models/mistral/modeling_mistral.py``; named
   by their absolute real path. Only the paths of installed model code are named this way, never
@@ -29,6 +29,8 @@ from typing import Iterable, Iterator
 
 import torch
 
+from torchscan_lsp.worker.workspace import PACKAGE_DIR, Workspace, real_path as _realpath, under as _under
+
 __all__ = ["Workspace", "CodeFiles", "Site", "WORKSPACE", "LIBRARY", "PACKAGE_DIR", "ENGINE_DIR"]
 
 Site = tuple[str, int]
@@ -38,16 +40,9 @@ WORKSPACE = 1
 LIBRARY = 2
 """The kinds of model-code file (:meth:`CodeFiles.kind`); other files are 0."""
 
-PACKAGE_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGINE_DIR = os.path.join(PACKAGE_DIR, "engine") + os.sep
 _TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__))
-_EXCLUDED_PARTS = {"site-packages", "dist-packages", "node_modules", "__pycache__"}
 _INSTALLED_PARTS = {"site-packages", "dist-packages"}
-
-
-@functools.lru_cache(maxsize=65536)
-def _realpath(filename: str) -> str:
-    return os.path.realpath(filename)
 
 
 def resolve_module_files(names: Iterable[str]) -> None:
@@ -58,51 +53,6 @@ def resolve_module_files(names: Iterable[str]) -> None:
         file = getattr(sys.modules.get(name), "__file__", None)
         if isinstance(file, str):
             _realpath(file)
-
-
-def _under(real: str, folder: str) -> bool:
-    return real == folder or real.startswith(folder + os.sep)
-
-
-class Workspace:
-    """Decides which files belong to the workspace and names them relative to its root."""
-
-    def __init__(self, root: str | os.PathLike[str]):
-        self.root = os.path.realpath(os.fspath(root))
-        self._cache: dict[str, str | None] = {}
-        excluded = {PACKAGE_DIR}
-        for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-            real = os.path.realpath(prefix)
-            if real != self.root and real.startswith(self.root + os.sep):
-                excluded.add(real)
-        self._excluded = tuple(excluded)
-
-    def relative(self, filename: str | None) -> str | None:
-        """The workspace-relative ``/`` path of ``filename``, or None when it is not a workspace file."""
-        if not filename:
-            return None
-        try:
-            return self._cache[filename]
-        except KeyError:
-            pass
-        result = self._relative(filename)
-        self._cache[filename] = result
-        return result
-
-    def _relative(self, filename: str) -> str | None:
-        if filename.startswith("<") or not filename.endswith((".py", ".pyw")):
-            return None
-        real = _realpath(filename)
-        if not real.startswith(self.root + os.sep):
-            return None
-        for excluded in self._excluded:
-            if _under(real, excluded):
-                return None
-        parts = Path(os.path.relpath(real, self.root)).parts
-        for part in parts[:-1]:
-            if part.startswith(".") or part in _EXCLUDED_PARTS:
-                return None
-        return "/".join(parts)
 
 
 @functools.lru_cache(maxsize=1)

@@ -6,7 +6,9 @@ itself, whenever the target's options hold ``train`` or ``train_memory`` (a prag
 workspace's ``[tool.torchscan-lsp]``): the estimate alone, which allocates nothing, so that a step
 over its budget is a warning as soon as the file is saved. The factory is called again for each
 method (the analysis's model is left as it is); a failure is the measurement's record, located as a
-forward error, and never fails the job.
+forward error (marked ``requested`` when the job asked for it), and never fails the job; options
+that do not fit the target (a ``batch`` for the factory's own inputs) are an options error, as for
+the analysis.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 
 from torchscan_lsp.worker.errors import Blame
 from torchscan_lsp.worker.measurements import failed
-from torchscan_lsp.worker.options import torch_dtype
+from torchscan_lsp.worker.options import known_device, torch_dtype
 
-__all__ = ["automatic", "measure_training"]
+__all__ = ["automatic", "check_options", "measure_training"]
 
 
 def automatic(options: dict[str, Any]) -> bool:
@@ -25,13 +27,34 @@ def automatic(options: dict[str, Any]) -> bool:
     return options.get("train") is not None or options.get("train_memory") is not None
 
 
+def check_options(options: dict[str, Any], *, own_inputs: bool, name: str, blame: Blame) -> None:
+    """Check, before anything runs, that the training options fit the target named ``name``
+    (``own_inputs``: its factory returned its inputs).
+
+    Raises:
+        JobError: of kind ``options``, at the target's annotation: a ``batch`` for the factory's own
+            inputs, a ``device`` PyTorch does not know (a CUDA device this machine lacks is fine:
+            the step is estimated for it, derived).
+    """
+    train = _set(options)
+    if own_inputs and "batch" in train:
+        raise blame.options_error(
+            f"train option 'batch' applies to inputs generated from input_shape, but '{name}' returns its own "
+            "inputs; remove batch and make the batch in the factory (train={\"batch\": None} in the pragma "
+            "overrides a workspace default)"
+        )
+    device = train.get("device") or options.get("device")
+    if device is not None:
+        known_device(device, blame)
+
+
 def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, blame: Blame) -> dict[str, Any]:
     """The training report of the target ``factory`` under the job's ``options`` (its ``train``
-    options, ``train_memory`` budget, ``input_shape``, ``dtype`` and ``device``); with ``measured``
-    false the estimate alone."""
+    options, checked by :func:`check_options`, ``train_memory`` budget, ``input_shape``, ``dtype``
+    and ``device``); with ``measured`` false the estimate alone."""
     from torchscan_lsp.engine.training import analyse_training_step
 
-    train = options.get("train") or {}
+    train = _set(options)
     shape = options.get("input_shape")
     dtype = options.get("dtype")
     try:
@@ -42,4 +65,9 @@ def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, b
             measure=measured,
         )
     except Exception as error:  # noqa: BLE001 - the analysis stands; this measurement failed alone
-        return failed(error, blame)
+        return failed(error, blame, requested=measured)
+
+
+def _set(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``train`` options that are set (``None`` unsets a workspace default)."""
+    return {key: value for key, value in (options.get("train") or {}).items() if value is not None}

@@ -52,13 +52,7 @@ from typing import Any, TextIO
 from torchscan_lsp.contract.messages import WarmRequest
 from torchscan_lsp.worker import preload
 from torchscan_lsp.worker.learner import Learner
-from torchscan_lsp.worker.limits import (
-    cap_address_space,
-    die_with_parent,
-    is_out_of_memory,
-    isolate_forked_child,
-    memory_message,
-)
+from torchscan_lsp.worker.limits import blame_the_memory_limit, cap_address_space, die_with_parent, isolate_forked_child
 from torchscan_lsp.worker.warm_up import import_base, warm_up
 
 LOG_KEEP_BYTES = 64 * 1024
@@ -123,9 +117,8 @@ def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], paren
 
         preload.drop_shadowed(packages, _job_folders(request))
         result = run_job_file(request["job"])
-        if memory_mb and is_out_of_memory(result):
-            result["error"]["kind"] = "memory"
-            result["error"]["message"] = f"{memory_message(memory_mb)}: {result['error'].get('message')}"
+        if memory_mb:
+            blame_the_memory_limit(result, memory_mb)
         write_result(request["result"], result)
         status = 0
         try:

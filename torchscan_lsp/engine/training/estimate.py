@@ -16,7 +16,8 @@ heap, allocator caching and fragmentation (on CPU the allocator returns memory a
 :mod:`.cuda` for what is derived), memory a C++ kernel allocates internally without returning it as
 a tensor (e.g. oneDNN scratch space), and tensors the factory keeps elsewhere (a closure, a global)
 that the step never produces or receives. A model built on the meta device is materialised as fake
-CPU tensors.
+CPU tensors; a factory that converts its model (``.to(torch.bfloat16)``, ``.double()``) converts
+fake tensors (:mod:`.fake_modules`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
 from torchscan_lsp.engine.report import metric_result
+from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
@@ -150,7 +152,7 @@ def estimate_training_memory(
             "later, built with torch.distributed), so training memory cannot be estimated."
         )
     options = parse_train_options(train)
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode, swappable_fake_tensors(mode):
         step = build_training_step(
             build, options, input_shape=input_shape, input_dtype=input_dtype,
             foreach_device=target_device.split(":", 1)[0], materialise=True,

@@ -1,0 +1,54 @@
+"""``scan --html``: one offline page per target, never one overwriting another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchscan_lsp.cli import main
+from torchscan_lsp.cli.scan_output import html_paths
+from workspace_files import write
+
+
+def _conv(out_channels: int) -> str:
+    return f"""
+        import torch.nn as nn
+
+
+        # torchscan: input_shape=(3, 32, 32)
+        def build():
+            return nn.Conv2d(3, {out_channels}, 3)
+    """
+
+
+def test_same_target_name_in_two_files_gets_two_pages(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "models"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"a.py": _conv(8), "b.py": _conv(16)})
+    assert main(["scan", "a.py", "b.py", "--html", "out.html"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["wrote out.a.build.html (a.py: build)", "wrote out.b.build.html (b.py: build)"]
+    # Conv2d(3, c, 3) has c·3·3·3 + c parameters: 224 for c = 8, 448 for c = 16
+    a_page = (tmp_path / "out.a.build.html").read_text(encoding="utf-8")
+    b_page = (tmp_path / "out.b.build.html").read_text(encoding="utf-8")
+    assert "224" in a_page and "448" not in a_page
+    assert "448" in b_page and "224" not in b_page
+    assert not (tmp_path / "out.build.html").exists() and not (tmp_path / "out.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("shown", "expected"),
+    [
+        ([("net.py", "build")], ["report.html"]),                              # one result: the path itself
+        ([("net.py", "a"), ("net.py", "b")], ["report.a.html", "report.b.html"]),
+        ([("a.py", "build"), ("b.py", "build"), ("b.py", "head")],            # one depth for every name
+         ["report.a.build.html", "report.b.build.html", "report.b.head.html"]),
+        ([("x/m.py", "build"), ("y/m.py", "build")], ["report.x.m.build.html", "report.y.m.build.html"]),
+        ([("../m.py", "build"), ("m.py", "build")],                           # '..' names nothing: numbered
+         ["report.m.build.1.html", "report.m.build.2.html"]),
+    ],
+)
+def test_page_names_are_distinct(shown, expected):
+    results = [{"file": file, "target": target} for file, target in shown]
+    assert html_paths(Path("report.html"), results) == [Path(name) for name in expected]
