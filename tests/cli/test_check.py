@@ -215,4 +215,4 @@ def test_the_headline_flag_shows_the_module_formulas_and_their_gaps(tmp_path):
     assert f"res.py:{line_of(text, 'def build')}:13: hint: 20 params · 16 MACs · ≥ 32 FLOPs" in lines
     (warning,) = [line for line in lines if ": warning: " in line]
     assert warning.startswith(f"res.py:{line_of(text, 'return self.fc(x) + x')}:9: warning: aten.add in the own forward "
-                              "of `(root)`: no module formula counts it")
+                              "of the root module: no module formula counts it")

@@ -256,12 +256,12 @@ def test_the_readme_demo_prints_real_tables():
     assert "Total params: 9,098" in process.stdout  # TinyConvNet: 80 + 1,168 + 7,850
     assert "Total params: 541,184" in process.stdout  # GPT-2 (tied embeddings counted once)
     # TinyConvNet's MACs: 8·28·28·9 + 16·14·14·72 + 784·10 = 56,448 + 225,792 + 7,840 = 290,080
-    assert "Multiply-Accumulations: 290.08 kMACs" in process.stdout
+    assert "Module-formula forward MACs: 290.08 kMACs" in process.stdout
     # and the README quotes the totals of that real run
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     quoted = readme.split("examples/cnn.py:73: TinyConvNet", 1)[1].split("```", 1)[0]
-    totals = [line for line in quoted.splitlines() if line.startswith(("Module-formula", "Multiply", "Direct", "Operator"))]
-    assert len(totals) == 4 and all(line in process.stdout for line in totals), totals
+    totals = [line for line in quoted.splitlines() if line.startswith(("Module-formula", "Operator"))]
+    assert len(totals) == 5 and all(line in process.stdout for line in totals), totals
 
 
 def test_json_on_stdout_stays_pure_when_libraries_print(workspace):
@@ -493,13 +493,12 @@ def test_two_input_shapes_from_a_pragma_and_from_pyproject(workspace, capsys):
     assert json.loads(out)[0]["report"]["totals"]["macs"]["value"] == 22
 
 
-def test_strict_incomplete_is_not_a_shape_error(workspace, capsys):
-    files = write(workspace, {"net.py": """
+RELU_NET = """
         import torch
         import torch.nn as nn
 
 
-        # torchscan: input_shape=(4,), strict=True
+        # torchscan: input_shape=(4,), strict={strict}
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -507,11 +506,27 @@ def test_strict_incomplete_is_not_a_shape_error(workspace, capsys):
 
             def forward(self, x):
                 return torch.relu(self.fc(x))
-    """})
+    """
+"""A Linear, then a relu in the root's own forward; ``{strict}``: the strict option."""
+
+
+def test_strict_incomplete_is_not_a_shape_error(workspace, capsys):
+    files = write(workspace, {"net.py": RELU_NET.format(strict='["dmas"]')})
     code, _, err = scan(capsys, "net.py")
     assert code == 1
+    # the relu in Net's own forward: no module formula reads or writes its elements, so the DMAs
+    # (one method) are partial; strict=["dmas"] asks for them
     assert err.startswith(f"net.py:{line_of(files['net.py'], 'class Net')}: error: 'Net' (strict): analysis is "
-                          "incomplete: container_work in the root module (aten.relu ×1)")
+                          "incomplete for dmas (dmas partial): container_work in the root module (aten.relu ×1)")
+
+
+def test_strict_true_passes_when_the_operators_count_everything(workspace, capsys):
+    write(workspace, {"net.py": RELU_NET.format(strict="True")})
+    code, out, err = scan(capsys, "net.py")
+    # the relu escaped the module formulas, but the dispatched operators counted it (and the
+    # Linear's 16 MACs): FLOPs and MACs are complete by one method, which is all strict=True asks
+    assert (code, err) == (0, "")
+    assert "Operator forward MACs: 16.00 MACs" in out
 
 
 def test_a_wrong_return_value_says_what_was_returned(workspace, capsys):
@@ -523,7 +538,7 @@ def test_a_wrong_return_value_says_what_was_returned(workspace, capsys):
 
 
 def test_the_table_lists_the_diagnostics_after_it(workspace, capsys):
-    write(workspace, {"net.py": """
+    files = write(workspace, {"net.py": """
         import torch
         import torch.nn as nn
 
@@ -541,17 +556,21 @@ def test_the_table_lists_the_diagnostics_after_it(workspace, capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert "Diagnostics: 2 (inspect report['diagnostics'])" not in out  # the library's footer
-    # the relu in the root's own forward: one line for its two affected metrics
-    start = lines.index("Diagnostics (1): what is not counted, or counted only in part")
+    # the relu in the root's own forward: the dispatched operators (the headline) counted it, so
+    # nothing makes a headline number partial; the module formulas missed it: one line, on the
+    # line that ran it (16 MACs: Linear(4, 4); 32 FLOPs: its 2 x 16, the relu's 4 not counted)
+    start = lines.index("Also missed by the module formulas (1):")
     assert lines[start - 1].startswith("____")  # after the table
     assert lines[start + 1] == (
-        "  container_work (root) [module_flops, dmas]: operators outside every child call, not counted: aten.relu x1."
+        f"  net.py:{line_of(files['net.py'], 'return torch.relu')}: note: aten.relu in the own forward of the root "
+        "module: no module formula counts it, so the module FLOPs shown are lower bounds (Net: 16 MACs · ≥ 32 FLOPs known)"
     )
-    assert lines[start + 2] == "  (--format json has each one in full)"
+    assert lines[start + 2] == "  (--format json lists each report diagnostic in full)"
+    assert not any(line.startswith("Diagnostics of the") for line in lines)  # the headline misses nothing
 
 
-def test_many_diagnostics_are_capped_with_a_count(workspace, capsys):
-    write(workspace, {"net.py": """
+def test_repeated_diagnostics_are_folded_with_a_count(workspace, capsys):
+    files = write(workspace, {"net.py": """
         import torch
         import torch.nn as nn
 
@@ -567,7 +586,53 @@ def test_many_diagnostics_are_capped_with_a_count(workspace, capsys):
     """})
     code, out, err = scan(capsys, "net.py")
     assert code == 0, err
-    # 12 Relu modules without a formula: one line each, ten shown
+    # 12 Relu modules without a module formula, built on one line: one line for all twelve
     lines = out.splitlines()
-    start = lines.index("Diagnostics (12): what is not counted, or counted only in part")
-    assert lines[start + 11] == "  … and 2 more; --format json lists them all"
+    start = lines.index("Also missed by the module formulas (1):")
+    assert lines[start + 1].startswith(
+        f"  net.py:{line_of(files['net.py'], 'return nn.Sequential')}: note: Module type not supported: net.Relu "
+        "(×12 layers: `0`, `1`, `2` and 9 more)")
+
+
+TWO_PATHS = """
+    import torch
+    import torch.nn as nn
+
+
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+
+    # torchscan: input_shape=(3, 16, 16)
+    class TwoPaths(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.odd = Odd()
+
+        def forward(self, x):
+            return self.odd(self.conv(x))
+"""
+
+
+def test_the_headline_gaps_come_first_and_receptive_field_notes_only_when_asked(workspace, capsys):
+    files = write(workspace, {"net.py": TWO_PATHS})
+    code, out, err = scan(capsys, "net.py")
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Diagnostics of the"))
+    # bessel_j0 has no FLOP formula: it makes the headline (dispatched operators) partial, so it is
+    # the first line; Odd has no module formula either: the module formulas' gap comes after
+    assert lines[start] == "Diagnostics of the dispatched operators (the headline) and the parameters (2):"
+    assert lines[start + 1].startswith(
+        f"  net.py:{line_of(files['net.py'], 'bessel_j0')}: warning: aten.special_bessel_j0 has no FLOP formula")
+    assert lines[start + 2].startswith(f"  net.py:{line_of(files['net.py'], 'class TwoPaths')}: information: "
+                                       "TwoPaths: the totals shown are lower bounds")
+    assert lines[start + 3] == "Also missed by the module formulas (1):"
+    assert "receptive field not derived" not in out
+    # Odd stops the receptive field of a convolutional model: a note, with the flag only
+    code, out, _ = scan(capsys, "net.py", "--receptive-field-notes")
+    assert code == 0
+    assert (f"  net.py:{line_of(files['net.py'], 'self.odd = Odd()')}: information: Module type not supported: "
+            "net.Odd (`odd`): receptive field not derived") in out.splitlines()

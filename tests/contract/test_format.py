@@ -110,19 +110,13 @@ def test_editor_labels_compose_the_formatter():
     assert labels.shape_label({"kind": "tensor", "shape": [1, 64, 56, 56]}) == "→ (1, 64, 56, 56)"
 
 
-@pytest.mark.parametrize(
-    ("text", "width", "expected"),
-    [
-        ("short", 10, "short"),
-        # width 20: the cut at 19 falls inside "aten.mul"; it moves back to the space before it
-        ("ran here: aten.add, aten.mul, aten.div", 20, "ran here: aten.add…"),
-        # a cut inside a dotted path drops the whole path (and the colon before it), never half of it
-        ("Module type not supported: blocks.0.attn.proj", 40, "Module type not supported…"),
-        # one name longer than the width is never cut
-        ("aten._scaled_dot_product_flash_attention_for_cpu x2", 10,
-         "aten._scaled_dot_product_flash_attention_for_cpu…"),
-        ("many   spaces    folded", 30, "many spaces folded"),
-    ],
-)
-def test_shorten_never_cuts_a_name(text, width, expected):
-    assert fmt.shorten(text, width) == expected
+@pytest.mark.parametrize("value, unit, full, expected", [
+    (112, "elements", True, "+112 elements"),
+    (-388_800, "FLOPs", True, "−388,800 FLOPs"),
+    (-388_800, "FLOPs", False, "−389 kFLOPs"),  # 388.8 k to three significant digits
+    (0.0021, "seconds", True, "+2.10 ms"),  # 2.1e-3 s = 2.10 ms
+    (4 * 1024 * 1024, "bytes", True, "+4,194,304 B (4.00 MiB)"),  # 4 MiB = 4·1024² B
+    (0, "MACs", True, "0 MACs"),  # nothing changed: no sign
+])
+def test_a_change_has_its_sign_and_its_unit(value, unit, full, expected):
+    assert fmt.change(value, unit, full=full) == expected

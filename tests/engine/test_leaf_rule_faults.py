@@ -36,7 +36,7 @@ def test_lazy_modules_are_counted_after_they_initialise(mode):
 def test_lazy_modules_in_summary(capsys):
     summary(lazy_model(), (4,))  # a generated (1, 4) input: 1*4*8 = 32 MACs
     out = capsys.readouterr().out
-    assert "Trainable params: 40" in out and "Multiply-Accumulations: 32.00 MACs" in out
+    assert "Trainable params: 40" in out and "Module-formula forward MACs: 32.00 MACs" in out
 
 
 class Symmetric(nn.Module):

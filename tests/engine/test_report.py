@@ -5,6 +5,7 @@ import pickle
 
 import pytest
 
+from torchscan_lsp.contract.strict import StrictFailure
 from torchscan_lsp.engine import report as report_module
 from torchscan_lsp.engine.report import (
     METHODS,
@@ -109,47 +110,27 @@ def _report(totals, diagnostics):
     return {"schema_version": 1, "totals": totals, "diagnostics": diagnostics}
 
 
-def test_incomplete_error_names_incomplete_totals_and_diagnostic_metrics():
-    totals = {
-        "parameters": metric_result(status="complete", value=1, unit="elements", scope="model", method="pytorch"),
-        "operator_flops": metric_result(status="partial", known_value=3, **COMMON),
-        "macs": metric_result(status="unavailable", **COMMON),
-    }
-    diagnostics = [
-        make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin"),
-        make_diagnostic("uncounted_operator", "flops", "y", operator="aten.cos"),
-        make_diagnostic("unsupported_module_metric", "dmas", "z", path="1"),
-    ]
-    report = _report(totals, diagnostics)
-    error = IncompleteAnalysisError(report)
+def test_incomplete_error_names_each_failed_count_with_its_methods():
+    failures = [StrictFailure("flops", "module_flops partial, operator_flops partial"), StrictFailure("dmas", "dmas unavailable")]
+    report = _report({}, [])
+    error = IncompleteAnalysisError(report, failures)
     assert isinstance(error, RuntimeError)
-    assert error.report is report
-    assert str(error) == "Analysis is incomplete for: dmas, flops, macs, operator_flops."
+    assert error.report is report and error.failures == tuple(failures)
+    assert str(error) == (
+        "Analysis is incomplete for: flops (module_flops partial, operator_flops partial); dmas (dmas unavailable)."
+    )
 
 
-def test_incomplete_error_lists_not_requested_totals_too():
-    totals = {"macs": metric_result(status="unavailable", unit="MACs", scope="forward", method="not_requested")}
-    assert str(IncompleteAnalysisError(_report(totals, []))) == "Analysis is incomplete for: macs."
+def test_incomplete_error_without_failures():
+    assert str(IncompleteAnalysisError(_report({}, []))) == "Analysis is incomplete for: unknown counts."
 
 
-def test_incomplete_error_leaves_out_metrics_that_do_not_apply():
-    # a receptive field of attention is not applicable, not missing
-    diagnostics = [
-        make_diagnostic("metric_not_applicable", "receptive_field", "Receptive field is not defined for X", path="0"),
-        make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin"),
-    ]
-    assert str(IncompleteAnalysisError(_report({}, diagnostics))) == "Analysis is incomplete for: flops."
-
-
-def test_incomplete_error_without_names():
-    assert str(IncompleteAnalysisError(_report({}, []))) == "Analysis is incomplete for: unknown metrics."
-
-
-def test_incomplete_error_survives_pickling_with_its_report():
+def test_incomplete_error_survives_pickling_with_its_report_and_failures():
     report = _report({}, [make_diagnostic("uncounted_operator", "flops", "x", operator="aten.sin")])
-    clone = pickle.loads(pickle.dumps(IncompleteAnalysisError(report)))
-    assert clone.report == report
-    assert str(clone) == "Analysis is incomplete for: flops."
+    failures = (StrictFailure("flops", "module_flops partial, operator_flops partial"),)
+    clone = pickle.loads(pickle.dumps(IncompleteAnalysisError(report, failures)))
+    assert clone.report == report and clone.failures == failures
+    assert str(clone) == "Analysis is incomplete for: flops (module_flops partial, operator_flops partial)."
 
 
 def test_public_names():

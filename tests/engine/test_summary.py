@@ -30,9 +30,10 @@ Total params: 224
 Model size (params + buffers): 0.00 Mb
 ----------------------------------------------------------
 Module-formula forward FLOPs: 388.80 kFLOPs
-Multiply-Accumulations: 194.40 kMACs
-Direct memory accesses: 201.82 kDMAs
+Module-formula forward MACs: 194.40 kMACs
+Module-formula forward DMAs: 201.82 kDMAs
 Operator forward FLOPs: 388.80 kFLOPs
+Operator forward MACs: 194.40 kMACs
 __________________________________________________________
 """
 
@@ -96,14 +97,15 @@ def test_six_columns_with_receptive_field_only(capsys):
 def test_structure_mode_footer(capsys):
     summary(partial_model(), (3, 8, 8), mode="structure")
     out = capsys.readouterr().out
-    for label in ("Module-formula forward FLOPs", "Multiply-Accumulations", "Direct memory accesses", "Operator forward FLOPs"):
+    for label in ("Module-formula forward FLOPs", "Module-formula forward MACs", "Module-formula forward DMAs", "Operator forward FLOPs",
+                  "Operator forward MACs"):
         assert f"{label}: unavailable" in out
     assert "Diagnostics" not in out
 
 
 def test_strict_summary_raises_before_printing(capsys):
     with pytest.raises(IncompleteAnalysisError):
-        summary(partial_model(), (3, 8, 8), strict=True)
+        summary(partial_model(), (3, 8, 8), strict=["dmas"])  # Unsup has no module formula
     assert capsys.readouterr().out == ""
 
 
@@ -132,13 +134,32 @@ def test_wrap_string():
         wrap_string("abcdefghijkl", 5, mode="left")
 
 
-def test_long_layer_names_are_cut_to_the_column():
+def test_a_name_cut_to_a_narrow_column_says_so():
     report = crawl_module(nn.Sequential(), (2,))
     report = copy.deepcopy(report)
     layer = dict(report["layers"][0], name="a_really_long_module_name_abcdef", depth=1)
     assert len(layer["name"]) == 32
     cells = format_line_str(layer, [27, 20, 25, 15, 9, 15, 16, 17])
-    assert cells[0] == "├─a_really_long_module_n[.."
+    # "├─" + 32 characters do not fit 27: the first 26 characters, then the mark of the cut
+    assert cells[0] == "├─a_really_long_module_nam…"
+    dotted = dict(layer, name="encoder.layers.11.self_attention_block")
+    # "mid" keeps the last path part whole: 27 = 2 ("├─") + 3 ("enc") + 1 ("…") + 21 (".self_attention_block")
+    assert format_line_str(dotted, [27, 20, 25, 15, 9, 15, 16, 17])[0] == "├─enc….self_attention_block"
+
+
+def test_the_table_widens_its_layer_column_to_the_longest_name():
+    class Wide(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a_module_name_longer_than_twenty_seven_characters = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.a_module_name_longer_than_twenty_seven_characters(x)
+
+    text = format_info(crawl_module(Wide(), (2,)))
+    # the whole name, never cut: its row is "├─" + the 51-character name, padded to the column
+    row = next(line for line in text.splitlines() if "Linear" in line)
+    assert row.startswith("├─a_module_name_longer_than_twenty_seven_characters    Linear")
 
 
 def test_unit_scale():

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from torchscan_lsp import compare_reports, crawl_module
 from torchscan_lsp.engine.benchmarks import compare_benchmarks
 from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY, render_report, report_kind
 from torchscan_lsp.engine.latency import measure_latency
@@ -107,6 +108,17 @@ def test_report_comparison_renders(tmp_path, conv_report):
     _offline_checks(text)
     assert "Analysis comparison" in text and "112 elements" in text and "&lt;b&gt;" in text
     assert "<b>" not in text and "<i>" not in text and "&lt;i&gt;macs" in text
+
+
+def test_report_comparison_deltas_carry_sign_and_unit(tmp_path):
+    before = crawl_module(nn.Conv2d(3, 8, 3), (3, 32, 32))
+    after = crawl_module(nn.Conv2d(3, 16, 3), (3, 32, 32))
+    text = render_report(compare_reports(before, after), tmp_path / "diff.html").read_text(encoding="utf-8")
+    # twice the output channels: FLOPs 8·30·30·(2·27 − 1) + 8·30·30 = 388,800 more; parameters
+    # 8·(27 + 1) = 224 more; the one changed call (the root) says the same with its unit
+    assert '<td class="num">+388,800 FLOPs</td>' in text
+    assert '<td class="num">+224 elements</td>' in text
+    assert "module_flops: complete Δ +388,800 FLOPs" in text
 
 
 def test_unknown_documents_are_refused(tmp_path, conv_report):

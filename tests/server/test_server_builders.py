@@ -215,7 +215,7 @@ def test_diagnostics():
     }
     mean = next(d for d in found if d.range.start.line == 10)
     # how much is known: the totals' lower bounds (194,528 MACs, 389,064 FLOPs)
-    assert mean.message.startswith("aten.mean has no FLOP formula (1 call, in `(root)`)")
+    assert mean.message.startswith("aten.mean has no FLOP formula (1 call, in the root module)")
     assert "Net: ≥ 195 kMACs · ≥ 389 kFLOPs known" in mean.message
     assert mean.range.start.character == 8  # from the first non-blank character
     note = next(d for d in found if d.range.start.line == 3)
@@ -510,9 +510,9 @@ def test_container_work_sits_where_the_work_ran_folded_by_line():
     found = {d.range.start.line + 1: d.message for d in build_diagnostics("net.py", Lines(SOURCE), [], [state], headline="modules")
              if d.code == "container_work"}
     assert sorted(found) == [13, 14]
-    assert found[13].startswith("aten.mm ×2 in the own forward of `(root)`: no module formula counts it, so the module "
+    assert found[13].startswith("aten.mm ×2 in the own forward of the root module: no module formula counts it, so the module "
                                 "FLOPs and MACs shown are lower bounds")
-    assert found[14].startswith("aten.add in the own forward of `(root)`")   # not told about the mm of line 13
+    assert found[14].startswith("aten.add in the own forward of the root module")   # not told about the mm of line 13
     # the dispatched operators counted that work: with them shown, nothing to warn about
     assert not [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [state]) if d.code == "container_work"]
     assert "| aten.mm | 3 | 384 FLOPs |" in build_hover("net.py", 13, [state])   # 2 + 1 calls, 256 + 128

@@ -646,11 +646,13 @@ def test_strict_incomplete_analysis_is_its_own_kind(tmp_path):
             def forward(self, x):
                 return self.block(x)
     """})
-    result = run(tmp_path, "net.py", "Net", {"input_shape": [4], "strict": True})
+    result = run(tmp_path, "net.py", "Net", {"input_shape": [4], "strict": ["dmas"]})
     error = _error(result)
     assert (error["kind"], error["type"]) == ("strict", "IncompleteAnalysisError")
-    # one relu in Block's own forward, outside its child: named once (not once per metric)
-    assert error["message"].startswith("analysis is incomplete: container_work in 'block' (aten.relu ×1) (")
+    # one relu in Block's own forward, outside its child: the DMAs (module formulas only) miss it;
+    # named once (not once per metric it touches)
+    assert error["message"].startswith(
+        "analysis is incomplete for dmas (dmas partial): container_work in 'block' (aten.relu ×1) (")
     assert "input_shape" not in error["message"]
     assert error["line"] == line_of(files["net.py"], "class Net")
     assert result["report"]["diagnostics"][0]["code"] == "container_work"
@@ -751,7 +753,7 @@ def test_strict_mode_failure_keeps_the_report(tmp_path):
             """
         },
     )
-    result = run(tmp_path, "net.py", "build", {"input_shape": [4], "strict": True})
+    result = run(tmp_path, "net.py", "build", {"input_shape": [4], "strict": ["dmas"]})
     error = _error(result)
     assert (error["kind"], error["type"]) == ("strict", "IncompleteAnalysisError")
     assert result["report"]["totals"]["module_flops"]["status"] == "partial"

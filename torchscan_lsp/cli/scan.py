@@ -72,6 +72,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="also analyse one training step: its FLOPs, and its peak memory estimated (fake tensors) and measured",
     )
     parser.add_argument(
+        "--receptive-field-notes", action="store_true",
+        help="also list where a convolutional model's receptive field could not be derived (the "
+        "editor's torchscan.receptiveFieldNotes; off by default)",
+    )
+    parser.add_argument(
         "--html",
         metavar="OUT.html",
         help="also write an offline HTML report (one target: OUT.html; several: OUT.<target>.html, "
@@ -169,7 +174,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     by_path = {d.path: d for d in documents}
     for state in states:
         session.analyse(by_path[str(Path(state.key.root, state.key.file))], [state.key.name], measure=measure)
-    results = await _show_in_order(session, states, out, stdout, tables=args.format == "table")
+    results = await _show_in_order(session, states, out, stdout, tables=args.format == "table",
+                                   receptive_field_notes=args.receptive_field_notes)
     if args.html:
         write_html(Path(args.html), str(root), [e for e in results if e.get("ok")], out)
     if args.format == "json":
@@ -179,7 +185,7 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
 
 
 async def _show_in_order(session: Session, states: list[TargetState], out: Output, stdout: TextIO, *,
-                         tables: bool) -> list[dict[str, Any]]:
+                         tables: bool, receptive_field_notes: bool = False) -> list[dict[str, Any]]:
     """Wait for each target's job in order and show its result as soon as it and the ones before it
     are done. With ``tables``, the table module (whose package imports torch) is imported meanwhile,
     overlapping the warm worker's start."""
@@ -208,7 +214,8 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
                 continue
             report_measurement_problems(out, Path(state.key.root), shown, state.target, result)
             if tables:
-                print_table(stdout, shown, state.target, result)
+                print_table(stdout, shown, state, result, headline=session.settings.headline,
+                            receptive_field_notes=receptive_field_notes)
                 stdout.flush()
     finally:
         session.shutdown()

@@ -131,14 +131,19 @@ def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
     return [path.with_name(f"{path.stem}.{name}{path.suffix}") for name in names]
 
 
-def print_table(stdout: TextIO, shown: str, target: Any, result: dict[str, Any]) -> None:
-    from torchscan_lsp.engine.table import format_diagnostics, format_info
+def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], *, headline: str,
+                receptive_field_notes: bool = False) -> None:
+    """``state``'s summary table, its diagnostics as the editor folds them (headline method first:
+    :mod:`torchscan_lsp.cli.scan_findings`) and its measurements."""
+    from torchscan_lsp.cli.scan_findings import diagnostic_lines
+    from torchscan_lsp.engine.table import format_info
 
+    target = state.target
     title = f"{shown}:{target.line}: {target.name}"
     print(title, file=stdout)
     report = result["report"]
     print(format_info(report, diagnostics_footer=False), file=stdout)
-    for line in format_diagnostics(report.get("diagnostics") or []):
+    for line in diagnostic_lines(state, headline, display, receptive_field_notes=receptive_field_notes):
         print(line, file=stdout)
     measurements = result.get("measurements") or {}
     for line in _measurement_lines(measurements):

@@ -10,13 +10,12 @@ measurement lines all print through these functions, so one number reads the sam
   bytes by powers of 1024 (``3.00 MiB``); durations in s, ms, µs or ns (``12.3 ms``). :func:`exact`
   prints a number in full with thousands separators (``388,800``), for evidence such as the HTML.
 * The summary table keeps the reference's fixed two decimals (:func:`unit_scale`, :func:`fixed`).
-* :func:`shorten` cuts long text at a word boundary, never in the middle of a name.
+* :func:`layer_name` names a module path for a reader: ``'encoder.0'``, or ``the root module``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,8 +35,10 @@ __all__ = [
     "byte_size",
     "duration",
     "metric_text",
+    "change",
     "shape_text",
-    "shorten",
+    "ROOT_MODULE",
+    "layer_name",
 ]
 
 LOWER_BOUND = "≥ "
@@ -173,6 +174,16 @@ def metric_text(metric: Mapping[str, Any] | None, unit: str | None = None, *, fu
     return LOWER_BOUND + text if is_lower_bound(metric) else text
 
 
+def change(value: float, unit: str = "", *, full: bool = True) -> str:
+    """A difference (after − before) with its sign and unit, as :func:`metric_text` prints the
+    number: ``change(112, "elements")`` → ``"+112 elements"``, ``change(-388800, "FLOPs",
+    full=False)`` → ``"−389 kFLOPs"``, ``change(0.0021, "seconds")`` → ``"+2.10 ms"``,
+    ``change(0, "MACs")`` → ``"0 MACs"`` (no sign: nothing changed)."""
+    if value == 0:
+        return _value_text(0, unit, full)
+    return ("+" if value > 0 else "−") + _value_text(abs(value), unit, full)
+
+
 def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, limit: int | None = None) -> str:
     """Text of a value's metadata as reports store it (never its values).
 
@@ -213,25 +224,11 @@ def _shape(meta: Mapping[str, Any] | None, detail: bool) -> str:
     return str(kind or "object")
 
 
-_NAME_CHAR = re.compile(r"[\w.]")
+ROOT_MODULE = "the root module"
+"""How text for a reader names the module at path ``""`` (the model itself)."""
 
 
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` characters at a word boundary, ending in ``…``.
-
-    The cut never falls inside a name (a run of letters, digits, ``_`` and ``.``: a module path or
-    an operator like ``aten._scaled_dot_product_flash_attention_for_cpu``): it moves back to the
-    start of that name, and a single name longer than ``width`` is kept whole. Spaces are folded.
-    """
-    text = " ".join(str(text).split())
-    if len(text) <= width:
-        return text
-    cut = max(1, width - 1)
-    while cut > 0 and _NAME_CHAR.match(text[cut - 1]) and _NAME_CHAR.match(text[cut]):
-        cut -= 1
-    if cut == 0:  # one name longer than the width: never cut it
-        end = 0
-        while end < len(text) and _NAME_CHAR.match(text[end]):
-            end += 1
-        return text if end >= len(text) else text[:end] + "…"
-    return text[:cut].rstrip(" ,;:") + "…"
+def layer_name(path: Any, quote: str = "'") -> str:
+    """A module path as a reader sees it: ``'encoder.0'`` (between ``quote``), or
+    :data:`ROOT_MODULE` for the root's empty path (never ``''``)."""
+    return f"{quote}{path}{quote}" if path else ROOT_MODULE

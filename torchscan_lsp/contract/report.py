@@ -34,9 +34,10 @@ __all__ = [
     "AnalysisReport",
     "make_diagnostic",
     "IncompleteAnalysisError",
-    "incomplete_diagnostics",
     "layer_key",
     "in_subtree",
+    "subtree_layers",
+    "outermost_layers",
     "subtree_total",
     "ancestors",
     "inclusive_total",
@@ -81,14 +82,22 @@ class Diagnostic(_DiagnosticBase, total=False):
 
 
 class LayerReport(TypedDict):
-    """One module call: identity ``(path, call_index)``, value metadata of its input and output,
-    its own parameters and buffers (each tensor counted in the first call that saw it), and its
-    metric objects by name."""
+    """One module call: identity ``(path, call_index)``, the index of its caller's record
+    (``parent``), value metadata of its input and output, its own parameters and buffers (each
+    tensor counted in the first call that saw it), and its metric objects by name.
+
+    ``parent`` is the index in ``report["layers"]`` of the record of the innermost recorded call
+    that was active when this call started (``None`` for the root call, or a call outside every
+    recorded one). It follows the calls, not the names: a module registered at the root and called
+    inside ``block``'s forward has ``block``'s record as its parent. A parent's record always comes
+    before its children's.
+    """
 
     path: str
     call_index: int
     name: str
     depth: int
+    parent: int | None
     type: str
     input: dict[str, Any]
     output: dict[str, Any]
@@ -128,40 +137,24 @@ def make_diagnostic(
     return diag  # type: ignore[return-value]
 
 
-def incomplete_diagnostics(report: Mapping[str, Any]) -> list[Diagnostic]:
-    """The report's diagnostics that say something is missing: all but the not-applicable ones."""
-    return [
-        diag
-        for diag in report.get("diagnostics") or ()
-        if isinstance(diag, dict) and diag.get("code") != DIAGNOSTIC_NOT_APPLICABLE
-    ]
-
-
-def _incomplete_names(report: Mapping[str, Any]) -> list[str]:
-    names = {
-        name
-        for name, metric in (report.get("totals") or {}).items()
-        if isinstance(metric, dict) and metric.get("status") != STATUS_COMPLETE
-    }
-    names.update(diag["metric"] for diag in incomplete_diagnostics(report) if "metric" in diag)
-    return sorted(names)
-
-
 class IncompleteAnalysisError(RuntimeError):
-    """Raised by strict analyses whose report is not complete. ``.report`` holds the full report.
+    """Raised by strict analyses whose report is not complete. ``.report`` holds the full report,
+    ``.failures`` the :class:`~torchscan_lsp.contract.strict.StrictFailure` of each count strict
+    asked for that is not complete (docs/report-schema.md, strict mode).
 
-    The message is ``Analysis is incomplete for: <names>.``: the sorted union of the totals that
-    are not complete and of the metrics of the diagnostics that say something is missing
-    (``metric_not_applicable`` ones do not; ``unknown metrics`` when both are empty).
+    The message is ``Analysis is incomplete for: <count> (<its methods' statuses>); ...``, e.g.
+    ``Analysis is incomplete for: flops (module_flops partial, operator_flops partial).``
+    (``unknown counts`` when ``failures`` is empty).
     """
 
-    def __init__(self, report: AnalysisReport | dict[str, Any]) -> None:
+    def __init__(self, report: AnalysisReport | dict[str, Any], failures: Iterable[Any] = ()) -> None:
         self.report = report
-        names = _incomplete_names(report)
-        super().__init__(f"Analysis is incomplete for: {', '.join(names) if names else 'unknown metrics'}.")
+        self.failures = tuple(failures)
+        told = "; ".join(str(failure) for failure in self.failures) or "unknown counts"
+        super().__init__(f"Analysis is incomplete for: {told}.")
 
     def __reduce__(self):  # keep the report when pickled (worker processes send errors back)
-        return (type(self), (self.report,))
+        return (type(self), (self.report, self.failures))
 
 
 def layer_key(layer: Mapping[str, Any]) -> tuple[str, int]:
@@ -177,6 +170,39 @@ def in_subtree(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
+def subtree_layers(layers: Iterable[Mapping[str, Any]], roots: Iterable[str] = ("",)) -> list[Mapping[str, Any]]:
+    """The records of every call of the modules at ``roots`` and of every call below them, in report
+    order: a record is inside when its path is one of ``roots`` or its ``parent`` record is inside.
+
+    A root that no record has (a container never called itself: ``nn.ModuleList``) takes the
+    records named below it whose caller lies outside it. Records without ``parent`` (reports from
+    before the field) are placed by their names alone (:func:`in_subtree`).
+    """
+    layers, roots = list(layers), tuple(roots)
+    if any("parent" not in layer for layer in layers):
+        return [layer for layer in layers if in_subtree(str(layer.get("path", "")), roots)]
+    called = {str(layer.get("path", "")) for layer in layers}
+    uncalled = tuple(root for root in roots if root not in called)
+    inside: list[bool] = []
+    for index, layer in enumerate(layers):
+        path, parent = str(layer.get("path", "")), layer.get("parent")
+        inside.append(path in roots or (isinstance(parent, int) and 0 <= parent < index and inside[parent])
+                      or (bool(uncalled) and in_subtree(path, uncalled)))
+    return [layer for layer, flag in zip(layers, inside) if flag]
+
+
+def outermost_layers(layers: Iterable[Mapping[str, Any]], inside: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of ``inside`` (a :func:`subtree_layers` of ``layers``) whose caller's record is
+    not in ``inside``: the outermost calls of the subtree. Without ``parent``, by names."""
+    layers, inside = list(layers), list(inside)
+    if any("parent" not in layer for layer in inside):
+        called = {str(layer.get("path", "")) for layer in inside}
+        return [layer for layer in inside if not any(above in called for above in ancestors(str(layer.get("path", ""))))]
+    kept = {id(layer) for layer in inside}
+    return [layer for layer in inside
+            if not isinstance(layer.get("parent"), int) or id(layers[layer["parent"]]) not in kept]
+
+
 def subtree_total(
     layers: Iterable[Mapping[str, Any]],
     diagnostics: Iterable[Mapping[str, Any]],
@@ -189,6 +215,7 @@ def subtree_total(
 ) -> MetricResult:
     """The total of metric ``name`` over every call of the modules at ``roots`` and below.
 
+    ``layers``: the report's whole list (the subtree is :func:`subtree_layers`, by ``parent``).
     The parts are the metric of each layer record in the subtree that has one, and one
     :func:`~torchscan_lsp.contract.metrics.not_counted` part for each ``container_work``
     diagnostic of that metric on a module of the subtree (work in a container's own ``forward``
@@ -198,16 +225,14 @@ def subtree_total(
     """
     roots = tuple(roots)
     unit = unit or MODULE_FORMULA_METRICS.get(name, "")
-    parts: list[Mapping[str, Any]] = [
-        layer["metrics"][name]
-        for layer in layers
-        if name in (layer.get("metrics") or {}) and in_subtree(str(layer.get("path", "")), roots)
-    ]
+    inside = subtree_layers(layers, roots)
+    paths = {str(layer.get("path", "")) for layer in inside}
+    parts: list[Mapping[str, Any]] = [layer["metrics"][name] for layer in inside if name in (layer.get("metrics") or {})]
     parts += [
         not_counted(unit, scope, method)
         for diag in diagnostics
         if diag.get("code") == "container_work" and diag.get("metric") == name
-        and diag.get("path") is not None and in_subtree(str(diag["path"]), roots)
+        and diag.get("path") is not None and (diag["path"] in paths or in_subtree(str(diag["path"]), roots))
     ]
     return aggregate(parts, unit=unit, scope=scope, method=method)
 
@@ -226,18 +251,15 @@ def inclusive_total(layers: Iterable[Mapping[str, Any]], name: str, roots: Itera
     modules at ``roots`` and below.
 
     A call's operator counts already hold its children's and its own ``forward``'s work, so the
-    parts are the metric of the *outermost* calls of the subtree only (those with no ancestor
-    module called in the subtree: a module's calls, or for a container never called itself, its
-    called children), summed by :func:`~torchscan_lsp.contract.metrics.aggregate`. A call without
+    parts are the metric of the *outermost* calls of the subtree only (:func:`outermost_layers`:
+    a module's calls, or for a container never called itself, its called children; ``layers`` is
+    the report's whole list), summed by :func:`~torchscan_lsp.contract.metrics.aggregate`. A call without
     the metric (structure mode) is an unknown part: the sum is then partial, or unavailable.
     """
     unit, method = OPERATOR_METRICS[name]
-    roots = tuple(roots)
-    inside = [layer for layer in layers if in_subtree(str(layer.get("path", "")), roots)]
-    called = {str(layer.get("path", "")) for layer in inside}
+    layers = list(layers)
     parts = [
         (layer.get("metrics") or {}).get(name) or not_counted(unit, "forward", method)
-        for layer in inside
-        if not any(above in called for above in ancestors(str(layer.get("path", ""))))
+        for layer in outermost_layers(layers, subtree_layers(layers, roots))
     ]
     return aggregate(parts, unit=unit, scope="forward", method=method)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchscan_lsp.contract.format import layer_name
 from torchscan_lsp.contract.metrics import aggregate, not_counted
 from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
 
@@ -66,7 +67,7 @@ def container_diagnostics(escaped: dict[str, dict[str, int]]) -> tuple[list[Diag
         work = {op: n for op, n in ops.items() if is_work(op)}
         if not work:
             continue
-        where = f"'{path}'" if path else "the root module"
+        where = layer_name(path)
         message = (
             f"Operators ran in the own forward of {where}, outside every child module call, and no module "
             f"formula counts them: {_listing(work)}."

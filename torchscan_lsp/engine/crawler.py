@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.contract.strict import strict_counts
 from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
 from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
 from torchscan_lsp.engine.module_info import ModelScan
@@ -140,7 +141,7 @@ def crawl_module(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     device: Any = None,
-    strict: bool = False,
+    strict: bool | list[str] | tuple[str, ...] = False,
     mode: str = "full",
     observers: Any = (),
 ) -> AnalysisReport:
@@ -155,7 +156,11 @@ def crawl_module(
         args: the call's positional values, forwarded unchanged (exclusive with ``input_shape``).
         kwargs: the call's keyword values (str keys), forwarded unchanged.
         device: where generated inputs are created (default: the model's first parameter's device).
-        strict: raise :class:`IncompleteAnalysisError` when the report is not complete.
+        strict: raise :class:`IncompleteAnalysisError` when a count is not complete: ``True``
+            checks FLOPs, MACs and parameters (each complete when one of its methods is); a list
+            names the counts, from ``"flops"``, ``"macs"``, ``"parameters"``, ``"dmas"`` and
+            ``"receptive_field"`` (:mod:`torchscan_lsp.contract.strict`). Any other value is a
+            ``TypeError``/``ValueError`` before the model runs.
         mode: ``"full"`` (structure, module formulas and operator FLOPs) or ``"structure"``.
         observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every module
             call and (full mode) every operator of the one forward pass, after the engine's own
@@ -165,6 +170,7 @@ def crawl_module(
         A JSON-safe :class:`AnalysisReport` (schema version 1).
     """
     check_mode(mode)
+    strict_counts(strict)  # refuse a bad value before the model runs
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)
@@ -215,7 +221,7 @@ def crawl_module(
     if tracker is not None:
         tracker.finish(report)  # type: ignore[arg-type]
     if strict:
-        check_strict(report)  # type: ignore[arg-type]
+        check_strict(report, strict)  # type: ignore[arg-type]
     return report
 
 

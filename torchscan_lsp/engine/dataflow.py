@@ -52,13 +52,19 @@ class TensorStates:
         self._states: dict[int, tuple[Any, int, Field]] = {}
         self._constants = constants
 
-    def set(self, tensor: torch.Tensor, field: Field) -> None:
-        """Record ``field`` for ``tensor`` at its current version."""
+    def set(self, tensor: torch.Tensor, field: Field, alias_of: torch.Tensor | None = None) -> None:
+        """Record ``field`` for ``tensor`` at its current version.
+
+        ``alias_of``: the tensor that ``tensor``, a view made by an operator just now, aliases. Inside
+        the dispatcher a fresh view still has a version counter of its own (0); the caller's view
+        shares its base's counter, so the base's version is the one a later check must compare with.
+        """
         try:
             ref = weakref.ref(tensor)
         except TypeError:  # pragma: no cover - tensor subclasses without weak references
             return
-        self._states[id(tensor)] = (ref, _version(tensor), field)
+        version = _version(alias_of) if alias_of is not None and _aliases(tensor, alias_of) else _version(tensor)
+        self._states[id(tensor)] = (ref, version, field)
 
     def get(self, tensor: torch.Tensor, describe: str, *, modified_by_caller: bool = False) -> Field:
         """The field of ``tensor``; ``describe`` names it in the cause when it is unknown.
@@ -75,6 +81,13 @@ class TensorStates:
         if id(tensor) in self._constants or tensor.dim() == 0 or tensor.numel() == 1:
             return CONSTANT
         return Field.unavailable(f"{describe} was not produced by a module call or operator the crawler followed")
+
+
+def _aliases(tensor: torch.Tensor, base: torch.Tensor) -> bool:
+    try:
+        return tensor.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # storage-less tensors (functional, nested)
+        return False
 
 
 def tensors_in(value: Any, depth: int = 0) -> list[torch.Tensor]:
@@ -162,6 +175,10 @@ def _view_field(name: str, field: Field, source: torch.Tensor, out: torch.Tensor
             )
         else:
             return field
+    if moved and out.dim() < source.dim() and out.shape[:2] == source.shape[:2]:
+        # flatten(2) of a patch grid: the positions of several spatial axes become one sequence
+        return Field.unavailable(f"{where} flattened the spatial axes into one ({tuple(source.shape)} -> "
+                                 f"{tuple(out.shape)})")
     if moved:
         return Field.unavailable(f"{where} moved the spatial axis ({tuple(source.shape)} -> {tuple(out.shape)})")
     return field
@@ -192,7 +209,7 @@ def propagate(states: TensorStates, name: str, args: tuple, kwargs: dict, out: A
         source = inputs[-1] if name.endswith("copy_") else inputs[0]
         field = states.get(source, f"the input of {where}")
         for tensor in outputs:
-            states.set(tensor, _view_field(name, field, source, tensor, args, where))
+            states.set(tensor, _view_field(name, field, source, tensor, args, where), alias_of=source)
         return
     first = outputs[0]
     ndim = first.dim()

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.contract.format import layer_name
 from torchscan_lsp.engine.containers import container_diagnostics, mark_partial
 from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
 from torchscan_lsp.engine.module_info import ModuleInfo
@@ -167,7 +168,7 @@ class DataFlowTracker(PassObserver):
         if ops is None:
             ops = self._escaped[(path, layer)] = {}
         ops[name] = ops.get(name, 0) + 1
-        where = f"{name} in '{path}'"
+        where = f"{name} in {layer_name(path)}"
         try:
             propagate(self.states, name, args, kwargs, out, where)
         except Exception as exc:  # noqa: BLE001 - a tensor subclass the data flow cannot read
@@ -193,7 +194,7 @@ class DataFlowTracker(PassObserver):
         if "receptive_field" not in metrics:
             # no input or output tensor, or a ScriptModule: its own diagnostic says why, and what it
             # returned has no field either
-            cause = f"'{info.path}' ({info.type}) could not be measured"
+            cause = f"{layer_name(info.path)} ({info.type}) could not be measured"
             self._noted.add(cause)
             for tensor in tensors_in(output):
                 self.states.set(tensor, Field.unavailable(cause))
@@ -211,11 +212,11 @@ class DataFlowTracker(PassObserver):
             field = SOURCE
         else:
             in_place = any(t is x for t in outputs)
-            field = self.states.get(x, f"the input of '{path}'", modified_by_caller=in_place)
+            field = self.states.get(x, f"the input of {layer_name(path)}", modified_by_caller=in_place)
         if field is CONSTANT:
             field = SOURCE
         if local[0]["status"] != "complete":
-            field = Field.unavailable(f"'{path}' ({info.type}) has no module-local receptive field")
+            field = Field.unavailable(f"{layer_name(path)} ({info.type}) has no module-local receptive field")
             self._noted.add(field.cause)  # its own diagnostic already says why
         else:
             values = tuple(m["value"] for m in local)
@@ -224,7 +225,7 @@ class DataFlowTracker(PassObserver):
                     field = mix_folded(field)
                 elif values != _POINTWISE:
                     field = Field.unavailable(
-                        f"'{path}' ({info.type}) reads positions that were folded into its feature axis"
+                        f"{layer_name(path)} ({info.type}) reads positions that were folded into its feature axis"
                     )
             field = compose(field, values)
             if x is not None and x.dim() >= 3 and outputs and outputs[0].dim() <= 2:
@@ -237,7 +238,7 @@ class DataFlowTracker(PassObserver):
                 make_diagnostic(
                     "receptive_field_path",
                     "receptive_field",
-                    f"The cumulative receptive field of '{path}' is {status}: {field.cause}.",
+                    f"The cumulative receptive field of {layer_name(path)} is {status}: {field.cause}.",
                     path=path,
                 )
             )

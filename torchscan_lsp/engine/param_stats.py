@@ -17,6 +17,7 @@ from typing import Any
 from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin
 
+from torchscan_lsp.contract.format import layer_name
 from torchscan_lsp.engine.module_info import ModuleInfo
 from torchscan_lsp.engine.report import make_diagnostic, metric_result
 
@@ -170,7 +171,7 @@ def add_packed_totals(report: dict[str, Any], infos: dict[int, ModuleInfo]) -> N
         tensors = packed_weights(holder)
         if tensors is None:
             cls = type(holder)
-            unknown.append(f"'{path}' ({cls.__module__}.{cls.__qualname__})")
+            unknown.append(f"{layer_name(path)} ({cls.__module__}.{cls.__qualname__})")
             continue
         elements += sum(t.numel() for t in tensors)
         nbytes += sum(t.numel() * t.element_size() for t in tensors)
@@ -205,7 +206,7 @@ def mark_uninitialized(report: dict[str, Any], named: list[tuple[str, nn.Module]
     """Make the parameter and buffer totals partial, with one ``uninitialized_parameters`` diagnostic,
     when a lazy module never ran (its tensors have no size yet); nothing otherwise."""
     paths = [
-        f"'{path}'" if path else "the root module"
+        layer_name(path)
         for path, module in named
         if any(isinstance(t, UninitializedTensorMixin) for t in (*module._parameters.values(), *module._buffers.values()))
     ]

@@ -158,6 +158,7 @@ class CallRecorder:
                     "call_index": call_index,
                     "name": info.name,
                     "depth": info.depth,
+                    "parent": frames[-1].scope,
                     "type": info.type,
                     "input": {"args": args_meta, "kwargs": {}},
                     "output": {"kind": "pending"},

@@ -35,7 +35,6 @@ from torchscan_lsp.contract.report import (
     Diagnostic,
     IncompleteAnalysisError,
     LayerReport,
-    incomplete_diagnostics,
     make_diagnostic,
 )
 
@@ -57,7 +56,6 @@ __all__ = [
     "METHOD_NOT_REQUESTED",
     "EXECUTION_MODE",
     "DIAGNOSTIC_NOT_APPLICABLE",
-    "incomplete_diagnostics",
     "PACKAGE",
     "Status",
     "MetricResult",

@@ -25,13 +25,14 @@ def summary(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     device: Any = None,
-    strict: bool = False,
+    strict: bool | list[str] | tuple[str, ...] = False,
     mode: str = "full",
 ) -> AnalysisReport:
     """Crawl ``module`` as :func:`crawl_module` does, print the summary table, return the report.
 
     ``max_depth`` only filters the printed rows; the returned report is the complete one. In strict
-    mode an incomplete analysis raises before anything is printed.
+    mode (``strict`` as :func:`crawl_module` takes it) an incomplete analysis raises before
+    anything is printed.
     """
     report = crawl_module(
         module, input_shape, dtype, args=args, kwargs=kwargs, device=device, strict=strict, mode=mode

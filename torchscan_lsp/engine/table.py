@@ -18,7 +18,6 @@ __all__ = [
     "format_s",
     "format_line_str",
     "format_info",
-    "format_diagnostics",
     "shown_layers",
     "aggregate_info",
 ]
@@ -37,9 +36,15 @@ MAX_WIDTHS = (27, 20, 25, 15, 9, 15, 16, 17)
 _SEPARATOR = "    "
 _TOTAL_LINES = (
     ("module_flops", "Module-formula forward FLOPs", "FLOPs"),
-    ("macs", "Multiply-Accumulations", "MACs"),
-    ("dmas", "Direct memory accesses", "DMAs"),
+    ("macs", "Module-formula forward MACs", "MACs"),
+    ("dmas", "Module-formula forward DMAs", "DMAs"),
+    ("operator_flops", "Operator forward FLOPs", "FLOPs"),
+    ("operator_macs", "Operator forward MACs", "MACs"),
 )
+"""The totals lines, each labelled with its method (docs/metrics.md: the two methods stay side by
+side, never merged); the operator lines only when the report has those totals."""
+_OPERATOR_TOTALS = ("operator_flops", "operator_macs")
+_CUT = "…"
 
 
 def format_name(name: str, depth: int = 0) -> str:
@@ -88,7 +93,7 @@ def _rf_text(layer: dict[str, Any], name: str) -> str:
     return fmt.LOWER_BOUND.strip() + text if is_lower_bound(metric) else text
 
 
-def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> list[str]:
+def _cells(layer: dict[str, Any]) -> list[str]:
     params = layer.get("parameters", {})
     buffers = layer.get("buffers", {})
     trainable = int(params.get("trainable", 0))
@@ -98,9 +103,8 @@ def _cells(layer: dict[str, Any], wrap_mode: str | None, layer_width: int) -> li
         train_text = "-"
     else:
         train_text = str(trainable > 0)
-    name = wrap_string(format_name(layer.get("name", ""), layer.get("depth", 0)), layer_width + 3, mode=wrap_mode)
     return [
-        name,
+        format_name(layer.get("name", ""), layer.get("depth", 0)),
         str(layer.get("type", "")),
         fmt.shape_text(layer.get("output")),
         f"{count:,}",
@@ -124,12 +128,28 @@ def format_line_str(
     receptive_field: bool = False,
     effective_rf_stats: bool = False,
 ) -> list[str]:
-    """The cells of one layer row, each left-justified and truncated to its column width."""
+    """The cells of one layer row, each left-justified and truncated to its column width.
+
+    A layer name wider than its column is never cut silently: it keeps its start and its last
+    path part, with ``…`` where the middle was (``wrap_mode="end"``: its start, then ``…``);
+    :func:`format_info` widens the column so that no name is cut at all.
+    """
     widths = list(col_w) if col_w is not None else list(MAX_WIDTHS)
-    cells = _cells(layer, wrap_mode, widths[0])
+    cells = _cells(layer)
+    cells[0] = _cut_name(cells[0], widths[0], wrap_mode)
     cells[2] = wrap_string(cells[2], widths[2], mode="end")
     ncols = _ncols(receptive_field, effective_rf_stats)
     return [format_s(cell, widths[i], widths[i]) for i, cell in enumerate(cells[:ncols])]
+
+
+def _cut_name(name: str, width: int, wrap_mode: str | None) -> str:
+    if len(name) <= width:
+        return name
+    if wrap_mode == "mid" and "." in name:
+        tail = "." + name.rsplit(".", 1)[1]
+        if len(tail) + 2 <= width:
+            return name[: width - len(tail) - 1] + _CUT + tail
+    return name[: width - 1] + _CUT
 
 
 def _total_text(label: str, metric: dict[str, Any] | None, unit: str) -> str:
@@ -191,15 +211,16 @@ def format_info(
 
     Each layer record is one row (see :func:`shown_layers` for the names and indentation). With
     ``diagnostics_footer`` the table ends by counting the report's diagnostics; a caller that lists
-    them itself (see :func:`format_diagnostics`) turns it off.
+    them itself (``scan``: :mod:`torchscan_lsp.cli.scan_findings`) turns it off.
     """
     layers = shown_layers(module_info.get("layers", []))
     ncols = _ncols(receptive_field, effective_rf_stats)
     widths = [len(header) for header in HEADERS]
     for layer in layers:
-        cells = _cells(layer, wrap_mode, MAX_WIDTHS[0])
+        cells = _cells(layer)
         widths = [max(width, len(cell)) for width, cell in zip(widths, cells)]
-    widths = [min(width, cap) for width, cap in zip(widths, MAX_WIDTHS)][:ncols]
+    # the Layer column fits its longest name: a name is never cut
+    widths = [widths[0], *(min(width, cap) for width, cap in zip(widths[1:], MAX_WIDTHS[1:]))][:ncols]
     line_length = sum(widths) + len(_SEPARATOR) * (ncols - 1)
 
     lines = ["_" * line_length]
@@ -223,56 +244,13 @@ def format_info(
     lines.append(f"Model size (params + buffers): {size:.2f} Mb")
     lines.append("-" * line_length)
     for name, label, unit in _TOTAL_LINES:
-        lines.append(_total_text(label, totals.get(name), unit))
-    if "operator_flops" in totals:
-        lines.append(_total_text("Operator forward FLOPs", totals.get("operator_flops"), "FLOPs"))
+        if name in totals or name not in _OPERATOR_TOTALS:
+            lines.append(_total_text(label, totals.get(name), unit))
     diagnostics = module_info.get("diagnostics") or []
     if diagnostics and diagnostics_footer:
         lines.append(f"Diagnostics: {len(diagnostics)} (inspect report['diagnostics'])")
     lines.append("_" * line_length)
     return "\n".join(lines)
-
-
-def format_diagnostics(diagnostics: list[dict[str, Any]], limit: int = 10, width: int = 100) -> list[str]:
-    """The report's diagnostics as short lines: ``code where: message``, where is the module path
-    (``(root)`` for the root module) or the operator.
-
-    Diagnostics that differ only in the metric they affect are one line naming those metrics; a
-    ``container_work`` line keeps only the operators of its message. At
-    most ``limit`` lines, then one saying how many more there are; each message is cut to
-    ``width`` characters at a word boundary, never inside a name. Empty when there are no
-    diagnostics.
-    """
-    merged: dict[tuple[str, str, str], list[str]] = {}
-    for diag in diagnostics:
-        if not isinstance(diag, dict):
-            continue
-        if diag.get("operator"):
-            where = str(diag["operator"])
-        else:
-            where = f"'{diag['path']}'" if diag.get("path") else "(root)"
-        code = str(diag.get("code") or "diagnostic")
-        message = " ".join(str(diag.get("message") or "").split())
-        if code == "container_work" and ": " in message:
-            # Its sentence repeats the path; what matters is its end, the operators.
-            message = f"operators outside every child call, not counted: {message.rsplit(': ', 1)[1]}"
-        key = (code, where, message)
-        metrics = merged.setdefault(key, [])
-        if diag.get("metric") and diag["metric"] not in metrics:
-            metrics.append(str(diag["metric"]))
-    if not merged:
-        return []
-    lines = [f"Diagnostics ({len(merged)}): what is not counted, or counted only in part"]
-    for (code, where, message), metrics in list(merged.items())[:limit]:
-        affects = f" [{', '.join(metrics)}]" if metrics else ""
-        message = fmt.shorten(message, width)
-        lines.append(f"  {code} {where}{affects}: {message}")
-    rest = len(merged) - limit
-    if rest > 0:
-        lines.append(f"  … and {rest} more; --format json lists them all")
-    else:
-        lines.append("  (--format json has each one in full)")
-    return lines
 
 
 def aggregate_info(info: dict[str, Any], max_depth: int) -> dict[str, Any]:

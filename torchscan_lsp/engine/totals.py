@@ -10,16 +10,15 @@ import torch
 from torch import nn
 
 from torchscan_lsp.contract.metrics import aggregate
+from torchscan_lsp.contract.strict import strict_counts, strict_failures
 from torchscan_lsp.engine.report import (
     EXECUTION_MODE,
     METHOD_MODULE_FORMULA,
     METHOD_NOT_REQUESTED,
     METHOD_PYTORCH,
     PACKAGE,
-    STATUS_COMPLETE,
     IncompleteAnalysisError,
     MetricResult,
-    incomplete_diagnostics,
     metric_result,
 )
 from torchscan_lsp.version import package_version
@@ -123,18 +122,14 @@ def forward_totals(
     }
 
 
-def check_strict(report: dict[str, Any]) -> None:
-    """Raise :class:`IncompleteAnalysisError` when a total is incomplete or a diagnostic says
-    something is missing (docs/report-schema.md, strict mode).
+def check_strict(report: dict[str, Any], strict: Any = True) -> None:
+    """Raise :class:`IncompleteAnalysisError` when a count ``strict`` names is not complete
+    (:mod:`torchscan_lsp.contract.strict`; docs/report-schema.md, strict mode).
 
-    Totals that were not requested (structure mode) do not count, nor do ``metric_not_applicable``
-    diagnostics: a spatial receptive field does not apply to attention (token dependencies
-    describe it), which is not an incomplete result. A partial count, an operator without a
-    formula, or a receptive field that could not be followed through a branch still raises.
+    ``strict=True`` checks FLOPs, MACs and parameters; a list names the counts to check. A count is
+    complete when one of its methods is (``module_flops`` or ``operator_flops``); totals that were
+    not requested (structure mode) and ``metric_not_applicable`` diagnostics never fail it.
     """
-    incomplete = any(
-        metric["status"] != STATUS_COMPLETE and metric["method"] != METHOD_NOT_REQUESTED
-        for metric in report["totals"].values()
-    )
-    if incomplete or incomplete_diagnostics(report):
-        raise IncompleteAnalysisError(report)
+    failures = strict_failures(report, strict_counts(strict))
+    if failures:
+        raise IncompleteAnalysisError(report, failures)

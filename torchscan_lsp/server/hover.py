@@ -132,7 +132,7 @@ def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEAD
     summary = view.module_summary(paths)
     title_types = " / ".join(view.types_of(paths))
     parts = [f"### {title_types}" + (f" ×{len(paths)}" if len(paths) > 1 else "")]
-    parts.append("Paths: " + ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
+    parts.append("Paths: " + ", ".join(f"{fmt.layer_name(p, '`')}" for p in paths[:MAX_PATHS]) + (" …" if len(paths) > MAX_PATHS else ""))
     parts.append(
         f"Parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable, {summary['frozen']:,} frozen, "
         f"{fmt.byte_size(summary['parameter_bytes'])}); buffers: {summary['buffer_elements']:,} elements"
@@ -161,7 +161,7 @@ def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEAD
 
 def _latency_row(record: dict) -> str:
     metrics = record.get("metrics", {})
-    name = f"`{record.get('path') or '(root)'}`" + (f" (call {record['call_index']})" if record.get("call_index") else "")
+    name = f"{fmt.layer_name(record.get('path'), '`')}" + (f" (call {record['call_index']})" if record.get("call_index") else "")
     if metric_value(metrics.get("latency")) is None:
         return f"| {name} | not timed | | | {record.get('reason', '')} |"
     share = metric_value(metrics.get("latency_share"))
@@ -241,7 +241,7 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             parts.append(module_card(view, info.instances, headline))
         if info.called:
             calls = outermost(info.called)
-            outputs = ", ".join(f"`{p or '(root)'}` → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
+            outputs = ", ".join(f"{fmt.layer_name(p, '`')} → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
             parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
             called = list(dict.fromkeys(p for p, _ in calls))
             if not info.defined and len(called) == 1 and view.library_module(called[0]):
@@ -249,7 +249,7 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
         if info.output is not None:
             owner = info.output.get("path")
             parts.append(f"Output: {labels.shape(info.output.get('output'))}, from {labels.output_source(info.output)}"
-                         + (f" (in the call of `{owner or '(root)'}`)" if owner is not None else ""))
+                         + (f" (in the call of {fmt.layer_name(owner, '`')})" if owner is not None else ""))
         if info.parameters:
             parts.append("Parameters assigned on this line:\n" + "\n".join(
                 f"- {labels.parameter_text(entry)}" for entry in info.parameters[:12]))

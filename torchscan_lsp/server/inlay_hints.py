@@ -66,7 +66,7 @@ def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEA
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
         label = f"{count}{fmt.SEPARATOR}{label}"
-    shown = ", ".join(f"`{p or '(root)'}`" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
+    shown = ", ".join(f"{fmt.layer_name(p, '`')}" for p in paths[:8]) + (" …" if len(paths) > 8 else "")
     shared = (f"; {summary['shared_elements']:,} more shared with {', '.join(f'`{p}`' for p in summary['shared_with'])}"
               if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
@@ -79,7 +79,7 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
     """Label and tooltip of a call line: the output of the last outermost module call made from it."""
     last = view.by_key[outermost(calls)[-1]]
     label = labels.shape_label(last.get("output"))
-    shown = "\n".join(f"- `{p or '(root)'}` call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
+    shown = "\n".join(f"- {fmt.layer_name(p, '`')} call {i}: {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:12])
     return label, f"Module calls on this line ({len(calls)}), outputs:\n{shown}"
 
 
@@ -87,7 +87,7 @@ def output_label(info) -> tuple[str, str]:
     """Label and tooltip of a line's result: the output of the last operator it dispatched or
     module call it made in its first execution (``→ (1, 2, 8, 8)``)."""
     entry = info.output
-    where = f" in the call of `{entry['path'] or '(root)'}`" if entry.get("path") is not None else ""
+    where = f" in the call of {fmt.layer_name(entry['path'], '`')}" if entry.get("path") is not None else ""
     return labels.shape_label(entry.get("output")), f"Output of {labels.output_source(entry)}{where}"
 
 

@@ -63,7 +63,7 @@ def output_source(entry: Mapping[str, Any]) -> str:
     of the line): ``"`aten.add`, the last operator this line dispatched in its first run"`` or
     ``"the call of `proj`, the last thing this line did in its first run"``."""
     if entry.get("call") is not None:
-        return f"the call of `{entry['call'] or '(root)'}`, the last thing this line did in its first run"
+        return f"the call of {fmt.layer_name(entry['call'], '`')}, the last thing this line did in its first run"
     return f"`{entry.get('operator')}`, the last operator this line dispatched in its first run"
 
 

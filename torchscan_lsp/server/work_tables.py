@@ -82,9 +82,9 @@ def top_modules(view: ResultView, headline: str = DEFAULT_HEADLINE, count: int =
         return ""
     rows = ["| module | type | FLOPs | output |", "| --- | --- | --- | --- |"]
     for layer in leaves[:count]:
-        name = layer["path"] or "(root)"
+        name = fmt.layer_name(layer["path"], "`")
         if layer.get("call_index"):
             name += f" (call {layer['call_index']})"
-        rows.append(f"| `{name}` | {layer['type']} | {fmt.metric_text(layer['metrics'][flops], 'FLOPs')} "
+        rows.append(f"| {name} | {layer['type']} | {fmt.metric_text(layer['metrics'][flops], 'FLOPs')} "
                     f"| {labels.shape(layer.get('output'))} |")
     return f"**Top modules by FLOPs** ({method(headline).title})\n\n" + "\n".join(rows)

@@ -68,7 +68,7 @@ def receptive_field_applies(view: ResultView) -> bool:
 def _names(paths: list[str]) -> str:
     """```a`, `b`, `c` and 9 more``: the first few layer paths, each whole."""
     more = f" and {len(paths) - MAX_NAMES} more" if len(paths) > MAX_NAMES else ""
-    return ", ".join(f"`{p or '(root)'}`" for p in paths[:MAX_NAMES]) + more
+    return ", ".join(f"`{p}`" if p else fmt.ROOT_MODULE for p in paths[:MAX_NAMES]) + more
 
 
 def _layers(paths: list[str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
-from torchscan_lsp.contract.report import DIAGNOSTIC_NOT_APPLICABLE, ancestors, in_subtree
+from torchscan_lsp.contract.report import DIAGNOSTIC_NOT_APPLICABLE, in_subtree, outermost_layers
 from torchscan_lsp.session.headline import MODULES, OPERATORS, Method, method, other
 from torchscan_lsp.session.results import LISTED_OPERATOR, ResultView
 
@@ -80,9 +80,7 @@ def known_text(metrics: Mapping[str, Any], shown: Method) -> str:
 
 
 def _outermost(view: ResultView, roots: tuple[str, ...]) -> list[dict]:
-    inside = view.subtree(roots)
-    called = {layer["path"] for layer in inside}
-    return [layer for layer in inside if not any(above in called for above in ancestors(layer["path"]))]
+    return outermost_layers(view.layers, view.subtree(roots))  # type: ignore[return-value]
 
 
 def _operator_reasons(view: ResultView, roots: tuple[str, ...]) -> list[str]:
@@ -111,9 +109,10 @@ def _container_operators(view: ResultView, diagnostics: list[Mapping[str, Any]])
 
 
 def _module_reasons(view: ResultView, roots: tuple[str, ...], shown: Method) -> list[str]:
+    paths = {layer["path"] for layer in view.subtree(roots)}
     found = [d for d in view.report.get("diagnostics") or []
              if concern(d) == "modules" and d.get("metric") in shown.metrics
-             and d.get("path") is not None and in_subtree(str(d["path"]), roots)]
+             and d.get("path") is not None and (d["path"] in paths or in_subtree(str(d["path"]), roots))]
     out = []
     work = [d for d in found if d.get("code") == "container_work"]
     if work:

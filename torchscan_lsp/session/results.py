@@ -21,8 +21,8 @@ from torchscan_lsp.contract.report import (
     MODULE_FORMULA_METRICS,
     OPERATOR_METRICS,
     ancestors,
-    in_subtree,
     inclusive_total,
+    subtree_layers,
     subtree_total,
 )
 
@@ -106,9 +106,9 @@ class ResultView:
         return {line: info for (name, line), info in self.lines.items() if name == file}
 
     def subtree(self, paths: Iterable[str]) -> list[dict]:
-        """Layer records of the modules at ``paths`` and of all their descendants (every call)."""
-        roots = tuple(paths)
-        return [layer for layer in self.layers if in_subtree(layer["path"], roots)]
+        """Layer records of every call of the modules at ``paths`` and of every call below them,
+        followed by the records' ``parent`` indexes (:func:`~torchscan_lsp.contract.report.subtree_layers`)."""
+        return subtree_layers(self.layers, tuple(paths))  # type: ignore[return-value]
 
     def module_summary(self, paths: Iterable[str]) -> dict:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
@@ -141,9 +141,9 @@ class ResultView:
         }
         diagnostics = self.report.get("diagnostics") or []
         for name, unit in MODULE_FORMULA_METRICS.items():
-            summary[name] = subtree_total(layers, diagnostics, name, key, unit=unit)
+            summary[name] = subtree_total(self.layers, diagnostics, name, key, unit=unit)
         for name in OPERATOR_METRICS:
-            summary[name] = inclusive_total(layers, name, key)
+            summary[name] = inclusive_total(self.layers, name, key)
         self._summaries[key] = summary
         return summary
 

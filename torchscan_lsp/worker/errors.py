@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.strict import failure_diagnostics
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 
 __all__ = ["JobError", "Blame", "incomplete_message", "forward_advice"]
@@ -89,37 +91,32 @@ _INCOMPLETE_SHOWN = 5
 """How many of the uncounted items a strict error names before summarising the rest."""
 
 
-def incomplete_message(report: Any) -> str:
-    """What a strict analysis did not count: each distinct diagnostic as ``code in 'path'`` or
-    ``code operator`` (with the operators of ``container_work``), else the incomplete totals."""
+def incomplete_message(error: Any) -> str:
+    """What a strict analysis did not count (``error``: an ``IncompleteAnalysisError``): the counts
+    that are not complete with their methods' statuses, then each distinct diagnostic behind them as
+    ``code in 'path'`` or ``code operator`` (with the operators of ``container_work``)."""
+    report = error.report
+    failures = tuple(getattr(error, "failures", ()))
     items: list[str] = []
-    for diag in report.get("diagnostics") or ():
-        if not isinstance(diag, dict):
-            continue
+    for diag in failure_diagnostics(report, failures):
         code = diag.get("code") or "diagnostic"
         if diag.get("operator"):
             item = f"{code} {diag['operator']}"
         else:
-            item = f"{code} in '{diag.get('path') or ''}'" if diag.get("path") else f"{code} in the root module"
+            item = f"{code} in {fmt.layer_name(diag.get('path'))}"
         message = str(diag.get("message") or "")
         if code == "container_work" and ": " in message:
             # the message ends with the operators: "...: aten.relu x1, aten.add x2."
             item += f" ({message.rsplit(': ', 1)[1].rstrip('.').replace(' x', ' ×')})"
         if item not in items:
             items.append(item)
-    if not items:
-        totals = report.get("totals") or {}
-        items = [
-            f"{name} is {metric.get('status')}"
-            for name, metric in totals.items()
-            if isinstance(metric, dict) and metric.get("status") != "complete"
-            and metric.get("method") != "not_requested"
-        ]
-    shown = "; ".join(items[:_INCOMPLETE_SHOWN]) or "unknown metrics"
+    counts = "; ".join(str(failure) for failure in failures) or "unknown counts"
+    shown = "; ".join(items[:_INCOMPLETE_SHOWN])
     if len(items) > _INCOMPLETE_SHOWN:
         shown += f"; and {len(items) - _INCOMPLETE_SHOWN} more"
-    return (f"analysis is incomplete: {shown} (strict=True makes this an error; the report's "
-            "diagnostics list everything)")
+    because = f": {shown}" if shown else ""
+    return (f"analysis is incomplete for {counts}{because} (the strict option makes this an error; the "
+            "report's diagnostics list everything)")
 
 
 def forward_advice(message: str, input_shape: Any = None) -> str:

@@ -257,7 +257,7 @@ class _Job:
             partial_report = getattr(error, "report", None)
             if isinstance(error, IncompleteAnalysisError):
                 job_error = blame.error_from("strict", error)
-                job_error.message = incomplete_message(error.report)
+                job_error.message = incomplete_message(error)
                 job_error.report = error.report  # type: ignore[attr-defined]
                 raise job_error from None
             if started:

@@ -53,7 +53,7 @@ def _module_rows(layers: list[dict[str, Any]], total_flops: Any) -> list[list[st
         if isinstance(metric, dict) and metric.get("status") in ("partial", "unavailable"):
             flop_cell += " " + status_badge(metric["status"])
         rows.append([
-            f"<code>{escape(layer.get('path') or '(root)')}</code>",
+            (f"<code>{escape(layer.get('path'))}</code>" if layer.get('path') else fmt.ROOT_MODULE),
             num(escape(fmt.exact(layer.get("call_index")))),
             escape(layer.get("type", "")),
             _mono(layer.get("output")),

@@ -23,6 +23,14 @@ def _optional(value: Any, unit: Any) -> str:
     return value_cell(value, unit) if value is not None else "—"
 
 
+def _change_cell(value: Any, unit: Any) -> str:
+    """A difference as escaped text with its sign and unit (``+2.10 ms``, ``−388,800 FLOPs``), or
+    ``—`` when there is none (a side not complete)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "—"
+    return escape(fmt.change(value, str(unit or "")))
+
+
 def render_benchmark_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
     """Title, escaped subtitle and body of a benchmark comparison's page; a comparison of reports
     measured under different conditions is flagged at the top."""
@@ -46,7 +54,7 @@ def render_benchmark_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
             status_badge(entry.get("status")),
             num(_optional(entry.get("before"), unit)),
             num(_optional(entry.get("after"), unit)),
-            num(_optional(entry.get("difference"), unit)),
+            num(_change_cell(entry.get("difference"), unit)),
             num(f"{ratio:.4f}" if isinstance(ratio, (int, float)) else "—"),
             num(escape(fmt.duration(noise)) if isinstance(noise, (int, float)) else ""),
             escape(entry.get("change") or ""),
@@ -75,14 +83,22 @@ def _layer_rows(entries: list[Any], with_metrics: bool) -> str:
                                if isinstance(diff, dict))
         else:
             detail = escape(", ".join(sorted(metrics)))
-        rows.append([f"<code>{escape(entry.get('path') or '(root)')}</code>",
+        rows.append([(f"<code>{escape(entry.get('path'))}</code>" if entry.get('path') else fmt.ROOT_MODULE),
                      num(escape(fmt.exact(entry.get("call_index")))), detail])
     return table(["path", "call", "metrics"], rows) if rows else "<p>None.</p>"
 
 
+def _unit(diff: dict[str, Any]) -> str:
+    """The unit of a metric diff: its sides' (after's first)."""
+    return str((diff.get("after") or diff.get("before") or {}).get("unit") or "")
+
+
 def _delta_text(diff: dict[str, Any]) -> str:
+    """``complete Δ +388,800 FLOPs``: a metric diff's status and its signed change with its unit."""
     delta = diff.get("delta")
-    return f"{diff.get('status')} Δ {delta}" if delta is not None else f"{diff.get('status')}"
+    if not isinstance(delta, (int, float)) or isinstance(delta, bool):
+        return f"{diff.get('status')}"
+    return f"{diff.get('status')} Δ {fmt.change(delta, _unit(diff))}"  # escaped by the caller
 
 
 def render_report_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
@@ -93,10 +109,8 @@ def render_report_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
     rows = []
     for name, diff in (report.get("totals") or {}).items():
         diff = diff if isinstance(diff, dict) else {}
-        before, after = diff.get("before"), diff.get("after")
-        unit = (after or before or {}).get("unit")
-        rows.append([f"<code>{escape(name)}</code>", status_badge(diff.get("status")), num(metric_cell(before)),
-                     num(metric_cell(after)), num(_optional(diff.get("delta"), unit))])
+        rows.append([f"<code>{escape(name)}</code>", status_badge(diff.get("status")), num(metric_cell(diff.get("before"))),
+                     num(metric_cell(diff.get("after"))), num(_change_cell(diff.get("delta"), _unit(diff)))])
     body = ['<h2>Totals</h2><div id="totals">', table(["metric", "status", "before", "after", "delta"], rows), "</div>"]
     body += ["<h2>Added calls</h2>", _layer_rows(added, False), "<h2>Removed calls</h2>", _layer_rows(removed, False)]
     body += ["<h2>Changed calls</h2>", _layer_rows(changed, True)]

@@ -86,7 +86,7 @@ def render_layer_latency(report: dict[str, Any]) -> tuple[str, str, str]:
     for layer, latency, share in zip(layers, latencies, layer_shares, strict=True):
         metrics = layer.get("metrics") or {}
         rows.append([
-            f"<code>{escape(layer.get('path') or '(root)')}</code>",
+            (f"<code>{escape(layer.get('path'))}</code>" if layer.get('path') else fmt.ROOT_MODULE),
             num(escape(fmt.exact(layer.get("call_index")))),
             escape(layer.get("type", "")),
             escape(layer.get("unit", "")),

@@ -201,7 +201,7 @@ def diagnostics_section(diagnostics: Any, heading: str = "Diagnostics") -> str:
         severity = diag.get("severity", "")
         rows.append([f'<span class="{escape(severity)}">{escape(severity)}</span>',
                      f"<code>{escape(diag.get('code', ''))}</code>", escape(diag.get("metric", "")),
-                     f"<code>{escape(where if where != '' else '(root)')}</code>", escape(diag.get("message", ""))])
+                     (f"<code>{escape(where)}</code>" if where != "" else fmt.ROOT_MODULE), escape(diag.get("message", ""))])
     return f"<h2>{escape(heading)} ({len(rows)})</h2>" + table(["severity", "code", "metric", "where", "message"], rows)
 
 
