@@ -29,7 +29,7 @@ from torchscan_lsp.version import package_version
 FileHash = Callable[[str], "str | None"]
 """Returns the content hash of a workspace-relative file (buffer or disk), ``None`` if unreadable."""
 
-FORMAT = 1
+FORMAT = 2
 """Version of the entry layout on disk; part of every key, so an older layout is never read."""
 
 
@@ -76,17 +76,24 @@ def _stamps_hold(stamps: Mapping[str, Any]) -> bool:
 class ResultCache:
     """Successful results by job key, each with the hashes of the files it imported.
 
+    A key keeps up to ``variants`` results that differ in what they imported (an imported file
+    edited back and forth, a branch switched and back): a variant that does not hold now is kept,
+    since it may hold again, until newer ones push it out.
+
     Args:
-        max_entries: the oldest entries in memory are dropped beyond this many.
+        max_entries: the oldest keys in memory are dropped beyond this many.
         folder: where entries are also kept on disk (:meth:`persist`); ``None``: memory only.
         max_files: the least recently written files in ``folder`` are deleted beyond this many.
+        variants: results kept per key.
     """
 
-    def __init__(self, max_entries: int = 64, folder: Path | None = None, max_files: int = 512) -> None:
-        self._entries: dict[str, tuple[dict, dict[str, str | None]]] = {}
+    def __init__(self, max_entries: int = 64, folder: Path | None = None, max_files: int = 512,
+                 variants: int = 4) -> None:
+        self._entries: dict[str, list[tuple[dict, dict[str, str | None]]]] = {}
         self._max = max_entries
         self.folder = folder
         self._max_files = max_files
+        self._variants = variants
 
     def persist(self, folder: Path | None) -> None:
         """Keep entries in ``folder`` from now on (``None``: in memory only)."""
@@ -97,44 +104,43 @@ class ResultCache:
         if not result.get("ok"):
             return
         imported = {name: file_hash(name) for name in result.get("imported_files") or []}
-        self._remember(key, result, imported)
+        known = self._entries.get(key)
+        if known is None:
+            known = self._read(key)
+        variants = [(result, imported), *(v for v in known if v[1] != imported)][: self._variants]
+        self._remember(key, variants)
         if self.folder is not None:
-            self._write(key, {"result": result, "imported": imported})
+            self._write(key, {"variants": [{"result": r, "imported": i} for r, i in variants]})
 
     def get(self, key: str, file_hash: FileHash) -> dict | None:
-        """The stored result for ``key`` (in memory, else on disk) if every imported file still has
-        the stored hash and every library file its modification time."""
-        entry = self._entries.get(key) or self._read(key)
-        if entry is None:
-            return None
-        result, imported = entry
-        if (any(file_hash(name) != digest for name, digest in imported.items())
-                or not _stamps_hold(result.get("library_stamps") or {})):
-            self._entries.pop(key, None)
-            if self.folder is not None:
-                with contextlib.suppress(OSError):
-                    (self.folder / f"{key}.json").unlink()
-            return None
-        self._remember(key, result, imported)
-        return result
+        """The stored result for ``key`` (in memory, else on disk) whose imported files all still
+        have the stored hashes and whose library files their modification times, if any."""
+        variants = self._entries.get(key)
+        if variants is None:
+            variants = self._read(key)
+            if variants:
+                self._remember(key, variants)
+        for result, imported in variants:
+            if (all(file_hash(name) == digest for name, digest in imported.items())
+                    and _stamps_hold(result.get("library_stamps") or {})):
+                return result
+        return None
 
-    def _remember(self, key: str, result: dict, imported: dict[str, str | None]) -> None:
+    def _remember(self, key: str, variants: list[tuple[dict, dict[str, str | None]]]) -> None:
         self._entries.pop(key, None)
-        self._entries[key] = (result, imported)
+        self._entries[key] = variants
         while len(self._entries) > self._max:
             self._entries.pop(next(iter(self._entries)))
 
-    def _read(self, key: str) -> tuple[dict, dict[str, str | None]] | None:
+    def _read(self, key: str) -> list[tuple[dict, dict[str, str | None]]]:
         if self.folder is None:
-            return None
+            return []
         try:
             entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
-            result, imported = entry["result"], entry["imported"]
+            variants = [(v["result"], v["imported"]) for v in entry["variants"]]
         except (OSError, ValueError, KeyError, TypeError):  # absent, or written by a process that died
-            return None
-        if not (isinstance(result, dict) and result.get("ok") and isinstance(imported, dict)):
-            return None
-        return result, imported
+            return []
+        return [(r, i) for r, i in variants if isinstance(r, dict) and r.get("ok") and isinstance(i, dict)]
 
     def _write(self, key: str, entry: dict) -> None:
         """Write ``entry`` atomically (a reader sees the old file or the new one), then prune."""
