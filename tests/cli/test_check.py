@@ -74,13 +74,18 @@ def test_syntax_error_is_an_error(workspace):
     assert any(line.startswith("syntax.py:2:") and ": error: " in line for line in lines), lines
 
 
-def test_broken_workspace_defaults_are_reported_on_each_target(tmp_path):
-    (tmp_path / "pyproject.toml").write_text("[tool.torchscan-lsp]\ncolour = 'red'\n", encoding="utf-8")
-    (tmp_path / "conv.py").write_text(textwrap.dedent(FILES["conv.py"]).lstrip("\n"), encoding="utf-8")
+def test_broken_workspace_defaults_are_reported_once_at_their_lines(tmp_path):
+    # two bad keys (lines 2 and 3 of the table) and two targets: each problem once, at pyproject.toml,
+    # not once per target; the targets still run, without the defaults
+    (tmp_path / "pyproject.toml").write_text("[tool.torchscan-lsp]\ncolour = 'red'\ntimeout = 'soon'\n",
+                                             encoding="utf-8")
+    conv = textwrap.dedent(FILES["conv.py"]).lstrip("\n")
+    (tmp_path / "conv.py").write_text(conv + conv.replace("build_conv", "build_other"), encoding="utf-8")
     code, lines, _ = _check(tmp_path, "conv.py", "--no-hints")
     assert code == 1
-    errors = [line for line in lines if line.startswith("conv.py:5:1: error: build_conv: pyproject.toml:2: ")]
-    assert len(errors) == 1 and "colour" in errors[0], lines
+    errors = [line for line in lines if ": error: " in line]
+    assert [line.split(": error: ")[0] for line in errors] == ["pyproject.toml:2:1", "pyproject.toml:3:1"], lines
+    assert "colour" in errors[0] and "timeout" in errors[1]
 
 
 def _check_in(cwd, *args):

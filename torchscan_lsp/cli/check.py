@@ -87,6 +87,11 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     out: list[str] = [f"torchscan-lsp: {problem}" for problem in problems]
     out += [f"{_display(path)}:1:1: error: {problem}" for path, problem in unreadable]
     errors = len(unreadable)
+    broken = session.config_error(str(root))  # said once, at its lines, not again on every target
+    for problem in getattr(broken, "problems", None) or ([broken] if broken is not None else []):
+        out.append(f"{_display(root / 'pyproject.toml')}:{problem.line or 1}:1: error: {problem.message}; "
+                   "the workspace defaults are not applied")
+        errors += 1
     explicit = {str(f.path) for f in files if f.explicit}
     for rel, document in reported.items():
         lines = Lines(document.text, len)
@@ -97,9 +102,8 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
             entries.append((0, 0, "error", NO_TARGET))  # a file named without targets, as for scan
             errors += 1
         settings = session.settings
-        for d in build_diagnostics(rel, lines, document.problems, states, session.config_error(str(root)),
-                                   path=document.path, headline=settings.headline,
-                                   receptive_field_notes=settings.receptiveFieldNotes):
+        for d in build_diagnostics(rel, lines, document.problems, states, None, path=document.path,
+                                   headline=settings.headline, receptive_field_notes=settings.receptiveFieldNotes):
             errors += d.severity == types.DiagnosticSeverity.Error
             entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
         if hints:
