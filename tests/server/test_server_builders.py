@@ -248,15 +248,16 @@ def test_a_line_that_built_modules_of_different_types_counts_modules_not_copies(
     assert label == "2 modules · 296 params · 389 kFLOPs"
 
 
-def test_wrong_return_value_is_reported_on_the_target_without_a_raising_line():
-    # the factory returned an int: nothing raised, so the error says what was returned and where the
-    # target is (line 4 of SOURCE), with no "(raised at ...)" location
+def test_wrong_return_value_is_reported_on_the_target_with_the_returning_line():
+    # the factory returned an int: nothing raised, so the error on the target (line 4 of SOURCE) says
+    # what was returned and where, "returned at", not "raised at"
     failure = {"ok": False, "target": "Net", "error": {
         "kind": "result", "type": "TypeError", "file": "other.py", "line": 2,
         "message": "'Net' returned an int (3), not an nn.Module"}}
     (found,) = build_diagnostics("net.py", Lines(SOURCE), [], [_state(error=failure, view=None)])
     assert found.range.start.line + 1 == 4
     assert "did not return a model" in found.message and "raised at" not in found.message
+    assert found.message.endswith("(returned at other.py:2)")
 
 
 def test_strict_failure_says_strict_mode_refused():

@@ -120,12 +120,12 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
 
 
 def _relocate(message: str, root: Path) -> str:
-    """``message`` with the workspace-relative ``(raised at FILE:LINE)`` the editor shows made
-    relative to the current folder, like the ``FILE:LINE:COL`` that starts each line."""
-    return _RAISED_AT.sub(lambda m: f"(raised at {_display(root / m[1])}:{m[2]})", message)
+    """``message`` with the workspace-relative ``(raised at FILE:LINE)`` (or ``returned at``) the
+    editor shows made relative to the current folder, like the ``FILE:LINE:COL`` that starts each line."""
+    return _RAISED_AT.sub(lambda m: f"({m[1]} at {_display(root / m[2])}:{m[3]})", message)
 
 
-_RAISED_AT = re.compile(r"\(raised at (.+?):(\d+)\)")
+_RAISED_AT = re.compile(r"\((raised|returned) at (.+?):(\d+)\)")
 
 
 def run(args: argparse.Namespace) -> int:

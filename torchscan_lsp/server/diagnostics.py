@@ -66,9 +66,9 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types
     if at_error is not None:
         out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
     if state.key.file == rel and not _on_the_target(state, at_error):
-        # a wrong return value raised nothing: its location is the target itself
-        raised = error.get("kind") != "result" and error.get("file") and error.get("line")
-        where = f" (raised at {error['file']}:{error['line']})" if raised else ""
+        # a wrong return value raised nothing: it was returned there
+        verb = "returned" if error.get("kind") == "result" else "raised"
+        where = f" ({verb} at {error['file']}:{error['line']})" if error.get("file") and error.get("line") else ""
         out.append(_diagnostic(lines.statement(state.line), message + where, types.DiagnosticSeverity.Error, kind))
     return out
 
