@@ -434,16 +434,19 @@ def test_parameters_assigned_in_model_code_have_their_lines(tmp_path):
             def __init__(self, d=8):
                 super().__init__()
                 self.patch = nn.Conv2d(3, d, 4, stride=4)
+                self.patch_proj = nn.Linear(d, d, bias=False)
                 self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
                 self.pos_embed = nn.Parameter(torch.zeros(1, 5, d), requires_grad=False)
                 self.norms = nn.ModuleList([Norm(d) for _ in range(2)])
+                self.head = nn.Linear(d, d, bias=False)
+                self.head.weight = self.patch_proj.weight   # tied: no parameter of this line
 
             def forward(self, x):
                 x = self.patch(x).flatten(2).transpose(1, 2)
                 x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
                 for norm in self.norms:
                     x = norm(x)
-                return x
+                return self.head(self.patch_proj(x))
     """})
     text = files["vit.py"]
     result = run(tmp_path, "vit.py", "ViT", {"input_shape": [3, 8, 8]})

@@ -24,7 +24,8 @@ keeps the registering line, which is where the helper was called.
 
 **Parameters assigned in model code.** ``self.cls_token = nn.Parameter(torch.zeros(1, 1, d))``:
 a parameter registered by a frame of model code itself (not by a torch module's own ``__init__``,
-whose parameters belong to its module's line) is noted with that frame's line.
+whose parameters belong to its module's line) is noted with that frame's line, unless it was
+registered before (``self.head.weight = self.emb.weight`` ties a parameter: it is the embedding's).
 
 **Class lines.** :meth:`DefinitionRecorder.classes` finds, for every module class of the model
 defined in model code, its ``class`` line and the paths of its instances.
@@ -152,11 +153,15 @@ class DefinitionRecorder:
                 find_factory_frame(frame)
             return None
 
+        registered: set[int] = set()  # every parameter seen so far: a second registration ties it
+
         def on_parameter(module: torch.nn.Module, name: str, parameter: Any) -> None:
             frame = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename == _MODULE_FILE:  # __setattr__, register_parameter
                 frame = frame.f_back
-            if frame is not None and parameter is not None:
+            tied = id(parameter) in registered
+            registered.add(id(parameter))
+            if frame is not None and parameter is not None and not tied:
                 site = self.files.name(frame.f_code.co_filename)
                 if site is not None:
                     self._parameters.append((module, name, (site, frame.f_lineno)))
