@@ -248,3 +248,15 @@ def test_the_diagnostics_footer_can_be_left_to_the_caller():
     assert count > 0
     assert f"Diagnostics: {count} (inspect report['diagnostics'])" in format_info(report)
     assert "Diagnostics:" not in format_info(report, diagnostics_footer=False)
+
+
+def test_complete_mac_counts_that_differ_by_convention_say_so(capsys):
+    # Conv2d(1, 2, 3) on (1, 1, 5, 5): 2·3·3 = 18 outputs · 9 = 162 MACs by both methods; BatchNorm2d(2)
+    # on those 18 elements: 2 MACs each by the module formulas' (reference) convention = 36, none for
+    # the operators. Both totals complete, 198 against 162: the table names the convention.
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, bias=False), nn.BatchNorm2d(2)).eval()
+    text = format_info(crawl_module(model, (1, 5, 5)))
+    assert "Module-formula forward MACs: 198.00 MACs" in text and "Operator forward MACs: 162.00 MACs" in text
+    assert "(both MAC counts are complete; the module formulas count some per-element work as MACs too" in text
+    # where they agree, nothing is said
+    assert "both MAC counts" not in format_info(crawl_module(nn.Conv2d(1, 2, 3), (1, 5, 5)))

@@ -45,6 +45,14 @@ _TOTAL_LINES = (
 side, never merged); the operator lines only when the report has those totals."""
 _OPERATOR_TOTALS = ("operator_flops", "operator_macs")
 _CUT = "…"
+_CONVENTIONS = ("(both MAC counts are complete; the module formulas count some per-element work as MACs too, "
+                "BatchNorm's and average pooling's: docs/formulas.md#conventions)")
+
+
+def _differ_complete(module: dict[str, Any] | None, operator: dict[str, Any] | None) -> bool:
+    """Whether both methods counted MACs completely and got different numbers (a convention, not a gap)."""
+    return (bool(module) and bool(operator) and module.get("status") == "complete"
+            and operator.get("status") == "complete" and module.get("value") != operator.get("value"))
 
 
 def format_name(name: str, depth: int = 0) -> str:
@@ -246,6 +254,8 @@ def format_info(
     for name, label, unit in _TOTAL_LINES:
         if name in totals or name not in _OPERATOR_TOTALS:
             lines.append(_total_text(label, totals.get(name), unit))
+    if _differ_complete(totals.get("macs"), totals.get("operator_macs")):
+        lines.append(_CONVENTIONS)
     diagnostics = module_info.get("diagnostics") or []
     if diagnostics and diagnostics_footer:
         lines.append(f"Diagnostics: {len(diagnostics)} (inspect report['diagnostics'])")
