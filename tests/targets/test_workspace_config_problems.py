@@ -114,9 +114,9 @@ def test_scan_and_check_report_every_problem(tmp_path):
         assert shown.startswith(f"pyproject.toml:{line}: error: {start}"), err
     code, out, err = _run(tmp_path, "scan", "net.py", "--format", "json")
     assert code == 1 and out == ["[]"] and len(err) == len(EXPECTED)    # nothing analysed
-    # check: each problem on the target's line (5 of net.py, column 1), in the table's order
+    # check: each problem once, at its line of pyproject.toml, in the table's order
     code, out, _ = _run(tmp_path, "check", "net.py", "--no-hints")
     assert code == 1 and len(out) == len(EXPECTED)
     for shown, (line, start) in zip(out, EXPECTED):
-        assert shown.startswith(f"net.py:5:1: error: build: pyproject.toml:{line}: {start}"), out
+        assert shown.startswith(f"pyproject.toml:{line}:1: error: {start}"), out
         assert shown.endswith("; the workspace defaults are not applied")
