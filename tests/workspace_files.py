@@ -1,12 +1,13 @@
-"""Helpers the tests share: writing a small workspace of dedented source files, and finding the
-1-based line of a piece of text in one (what the expected locations of hints and errors are)."""
+"""Helpers the tests share: writing a small workspace of dedented source files, finding the
+1-based line of a piece of text in one (what the expected locations of hints and errors are), and
+running ``torchscan-lsp scan`` in the test's own process."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-__all__ = ["write", "line_of", "loc"]
+__all__ = ["write", "line_of", "loc", "run_scan"]
 
 
 def write(root: Path, files: dict[str, str]) -> dict[str, str]:
@@ -33,3 +34,14 @@ def line_of(text: str, needle: str, occurrence: int = 0) -> int:
 def loc(file: str, line: int) -> dict:
     """A source location as results carry it: ``{"file": ..., "line": ...}``."""
     return {"file": file, "line": line}
+
+
+def run_scan(capsys, *argv: str) -> tuple[int, str, str]:
+    """``torchscan-lsp scan ARGV`` in this process (``capsys``: pytest's captured output); returns
+    the exit status, stdout and stderr, and fails when a traceback of ours reached stderr."""
+    from torchscan_lsp.cli import main
+
+    code = main(["scan", *argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchscan_lsp.cli import main
-from workspace_files import line_of, write
+from workspace_files import line_of, run_scan as scan, write
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,13 +22,6 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "models"\n', encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def scan(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["scan", *argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 CONV = """

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchscan_lsp.cli import main
-from workspace_files import line_of, write
+from workspace_files import line_of, run_scan as scan, write
 
 GOOD_AND_BAD = """
     import torch.nn as nn
@@ -30,12 +29,6 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def scan(capsys, *argv):
-    code = main(["scan", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_another_target_of_the_file(workspace, capsys):

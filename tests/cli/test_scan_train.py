@@ -11,8 +11,7 @@ import json
 
 import pytest
 
-from torchscan_lsp.cli import main
-from workspace_files import line_of, write
+from workspace_files import line_of, run_scan as scan, write
 
 LINEAR = """
     import torch.nn as nn
@@ -29,13 +28,6 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[tool.torchscan-lsp]\ntrain_memory = "100 B"\n', encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def scan(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["scan", *argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def test_scan_train_prints_flops_and_memory_by_category(workspace, capsys):
