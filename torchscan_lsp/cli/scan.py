@@ -189,7 +189,7 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
     """Wait for each target's job in order and show its result as soon as it and the ones before it
     are done. With ``tables``, the table module (whose package imports torch) is imported meanwhile,
     overlapping the warm worker's start."""
-    printer = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "torchscan_lsp.engine.table")) \
+    printer = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "torchscan_lsp.engine.reporting.table")) \
         if tables else None
     results: list[dict[str, Any]] = []
     try:

@@ -98,7 +98,7 @@ def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output
     no report overwrites another, and each ``wrote`` line says which target it holds. Write errors
     are reported like any other problem (exit status 1).
     """
-    from torchscan_lsp.engine.html import render_report
+    from torchscan_lsp.engine.reporting.html import render_report
 
     for entry, target_path in zip(results, html_paths(path, results)):
         job = build_render_job(root, entry["report"], entry.get("measurements"))
@@ -136,7 +136,7 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
     """``state``'s summary table, its diagnostics as the editor folds them (headline method first:
     :mod:`torchscan_lsp.cli.scan_findings`) and its measurements."""
     from torchscan_lsp.cli.scan_findings import diagnostic_lines
-    from torchscan_lsp.engine.table import format_info
+    from torchscan_lsp.engine.reporting.table import format_info
 
     target = state.target
     title = f"{shown}:{target.line}: {target.name}"

@@ -4,15 +4,15 @@ Its public names are declared once, in :data:`torchscan_lsp.contract.api.ENGINE_
 """
 
 from torchscan_lsp.contract.api import ENGINE_EXPORTS
-from torchscan_lsp.engine.benchmarks import BenchmarkComparison, compare_benchmarks
-from torchscan_lsp.engine.compare import ReportDiff, compare_reports
+from torchscan_lsp.engine.measuring.benchmarks import BenchmarkComparison, compare_benchmarks
+from torchscan_lsp.engine.reporting.compare import ReportDiff, compare_reports
 from torchscan_lsp.engine.crawler import crawl_module
-from torchscan_lsp.engine.html import render_report
-from torchscan_lsp.engine.latency import BenchmarkReport, measure_latency
-from torchscan_lsp.engine.layer_latency import measure_layer_latency
-from torchscan_lsp.engine.layer_latency_report import LayerLatencyReport
-from torchscan_lsp.engine.memory import MemoryReport, measure_peak_memory
-from torchscan_lsp.engine.operators import FlopReport, measure_flops
+from torchscan_lsp.engine.reporting.html import render_report
+from torchscan_lsp.engine.measuring.latency import BenchmarkReport, measure_latency
+from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
+from torchscan_lsp.engine.measuring.layer_latency_report import LayerLatencyReport
+from torchscan_lsp.engine.measuring.memory import MemoryReport, measure_peak_memory
+from torchscan_lsp.engine.recording.operators import FlopReport, measure_flops
 from torchscan_lsp.engine.report import (
     AnalysisReport,
     Diagnostic,
@@ -21,7 +21,7 @@ from torchscan_lsp.engine.report import (
     MetricResult,
     metric_result,
 )
-from torchscan_lsp.engine.summary import summary
+from torchscan_lsp.engine.reporting.summary import summary
 from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
 
 __all__ = list(ENGINE_EXPORTS)

@@ -29,21 +29,21 @@ import torch
 from torch import nn
 
 from torchscan_lsp.contract.strict import strict_counts
-from torchscan_lsp.engine.dataflow_tracker import DataFlowTracker
-from torchscan_lsp.engine.inputs import PreparedInputs, check_mode, prepare_inputs
-from torchscan_lsp.engine.module_info import ModelScan
-from torchscan_lsp.engine.module_metrics import call_failed
-from torchscan_lsp.engine.operator_counter import OperatorCounter
-from torchscan_lsp.engine.operator_metrics import (
+from torchscan_lsp.engine.dataflow.tracker import DataFlowTracker
+from torchscan_lsp.engine.recording.inputs import PreparedInputs, check_mode, prepare_inputs
+from torchscan_lsp.engine.recording.module_info import ModelScan
+from torchscan_lsp.engine.recording.module_metrics import call_failed
+from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
+from torchscan_lsp.engine.recording.operator_metrics import (
     add_layer_operator_metrics,
     not_requested_macs_total,
     operator_macs_total,
 )
-from torchscan_lsp.engine.operators import counter_report, not_requested_flop_report
-from torchscan_lsp.engine.param_stats import add_packed_totals, initialized, mark_uninitialized
-from torchscan_lsp.engine.recorder import CallRecorder, install_hooks, remove_hooks
+from torchscan_lsp.engine.recording.operators import counter_report, not_requested_flop_report
+from torchscan_lsp.engine.recording.param_stats import add_packed_totals, initialized, mark_uninitialized
+from torchscan_lsp.engine.recording.recorder import CallRecorder, install_hooks, remove_hooks
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
-from torchscan_lsp.engine.totals import build_context, check_strict, forward_totals, model_totals
+from torchscan_lsp.engine.recording.totals import build_context, check_strict, forward_totals, model_totals
 
 __all__ = ["crawl_module", "record_pass", "run_forward"]
 
@@ -162,7 +162,7 @@ def crawl_module(
             ``"receptive_field"`` (:mod:`torchscan_lsp.contract.strict`). Any other value is a
             ``TypeError``/``ValueError`` before the model runs.
         mode: ``"full"`` (structure, module formulas and operator FLOPs) or ``"structure"``.
-        observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every module
+        observers: :class:`~torchscan_lsp.engine.recording.observers.PassObserver` objects told of every module
             call and (full mode) every operator of the one forward pass, after the engine's own
             bookkeeping; they see the same layer indices as the report.
 
@@ -226,7 +226,7 @@ def crawl_module(
 
 
 def _check_observers(observers: tuple) -> None:
-    """Refuse an observer that has none of :class:`~torchscan_lsp.engine.observers.PassObserver`'s methods."""
+    """Refuse an observer that has none of :class:`~torchscan_lsp.engine.recording.observers.PassObserver`'s methods."""
     for observer in observers:
         if not any(callable(getattr(observer, name, None)) for name in _OBSERVER_METHODS):
             raise TypeError(

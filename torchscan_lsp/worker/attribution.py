@@ -29,8 +29,8 @@ from typing import Any, Callable
 import torch
 
 from torchscan_lsp.contract.messages import SourceMap, is_library
-from torchscan_lsp.engine.inputs import tensor_meta
-from torchscan_lsp.engine.observers import PassObserver
+from torchscan_lsp.engine.recording.inputs import tensor_meta
+from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
 from torchscan_lsp.worker.sites import CodeFiles, Site, Workspace, as_json
 
@@ -308,6 +308,6 @@ class SourceRecorder:
 
 def _ignored_operators() -> dict[str, str]:
     """The engine's operators without FLOPs by definition (views, copies, creation), with reasons."""
-    from torchscan_lsp.engine.operators import IGNORED_OPERATORS
+    from torchscan_lsp.engine.recording.operators import IGNORED_OPERATORS
 
     return IGNORED_OPERATORS

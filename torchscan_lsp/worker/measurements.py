@@ -39,7 +39,7 @@ def measure(
     flags are restored afterwards."""
     device = options.get("device") or model_device(model)
     if args is None:  # generated inputs, made as the engine makes them
-        from torchscan_lsp.engine.inputs import prepare_inputs
+        from torchscan_lsp.engine.recording.inputs import prepare_inputs
 
         dtype = options.get("dtype")
         prepared = prepare_inputs(
@@ -104,7 +104,7 @@ def run_measurement(
     if name == "memory":
         return dict(torchscan_lsp.measure_peak_memory(workload, device=device))
     if name == "layer_latency":
-        from torchscan_lsp.engine.layer_latency import measure_layer_latency
+        from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
 
         return dict(measure_layer_latency(model, tuple(args), dict(kwargs), device=device))
     raise ValueError(f"unknown measurement {name!r}")

@@ -26,8 +26,8 @@ def import_base() -> None:
     # torch._dynamo (seconds) is not among them: no job needs it unless its model does (then the
     # warm parent learns it from that job) or a memory measurement runs; the warm parent preloads
     # it after its first job (see zygote.main).
-    for name in ("torch.utils.flop_counter", "torchscan_lsp.engine", "torchscan_lsp.engine.inputs",
-                 "torchscan_lsp.engine.latency", "torchscan_lsp.engine.memory", "torchscan_lsp.worker.attribution",
+    for name in ("torch.utils.flop_counter", "torchscan_lsp.engine", "torchscan_lsp.engine.recording.inputs",
+                 "torchscan_lsp.engine.measuring.latency", "torchscan_lsp.engine.measuring.memory", "torchscan_lsp.worker.attribution",
                  "torchscan_lsp.worker.runner", "torchscan_lsp.worker.child", "torchscan_lsp.engine.formulas"):
         try:
             importlib.import_module(name)

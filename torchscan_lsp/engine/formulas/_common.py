@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.engine.type_names import type_name
+
 __all__ = [
     "POINTWISE_RF",
     "ShapeOnly",
@@ -132,8 +134,6 @@ def unsupported(module: nn.Module) -> int:
     its module-qualified name (``examples.gpt.LayerNorm``, a model's own norm), a class of PyTorch's
     quantization namespaces in full, any other torch class by its name.
     """
-    from torchscan_lsp.engine.module_info import type_name
-
     cls = type(module)
     where = getattr(cls, "__module__", "") or ""
     if where == "torch" or where.startswith("torch."):

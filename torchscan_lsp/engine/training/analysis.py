@@ -25,7 +25,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from torchscan_lsp.contract.format import byte_size
-from torchscan_lsp.engine._measuring import measurement_context
+from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
 from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory

@@ -1,6 +1,6 @@
 """Training FLOPs: the operator FLOPs of a step's forward and backward, per module and in total.
 
-One :class:`~torchscan_lsp.engine.operator_counter.OperatorCounter` -- the forward's counter, with the same
+One :class:`~torchscan_lsp.engine.recording.operator_counter.OperatorCounter` -- the forward's counter, with the same
 formula library (PyTorch's ``FlopCounterMode`` formulas, this project's ``operator_formulas``, the
 backward families included) and the same ignore list -- counts the whole step. Its module tracker
 (``torch.utils.module_tracker.ModuleTracker``) attributes the operators of a module's backward to
@@ -28,10 +28,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp.contract.metrics import aggregate
-from torchscan_lsp.engine.formula_provenance import flop_method
-from torchscan_lsp.engine.operator_counter import SKIPPED_OPERATORS, OperatorCounter
-from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS, validate_mapping
-from torchscan_lsp.engine.operators import counter_report
+from torchscan_lsp.engine.recording.formula_provenance import flop_method
+from torchscan_lsp.engine.recording.operator_counter import SKIPPED_OPERATORS, OperatorCounter
+from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, validate_mapping
+from torchscan_lsp.engine.recording.operators import counter_report
 from torchscan_lsp.engine.report import MetricResult, metric_result
 
 __all__ = ["TrainingFlopCounter", "FLOP_PHASES"]

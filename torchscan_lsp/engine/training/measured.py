@@ -1,7 +1,7 @@
 """The measured peak memory of a training step: one real step under ``measure_peak_memory``.
 
 The factory's model (real tensors, on ``device``) gets its optimizer state first (one step on zero
-gradients, as for the estimate), then one step runs inside :func:`~torchscan_lsp.engine.memory.measure_peak_memory`
+gradients, as for the estimate), then one step runs inside :func:`~torchscan_lsp.engine.measuring.memory.measure_peak_memory`
 -- the engine's peak-memory measurement, unchanged: on CPU the profiler's memory timeline, on CUDA
 and MPS the caching allocator's peak statistics.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from torchscan_lsp.engine.memory import measure_peak_memory
+from torchscan_lsp.engine.measuring.memory import measure_peak_memory
 from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.estimate import track_step

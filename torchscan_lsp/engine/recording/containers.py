@@ -33,7 +33,7 @@ __all__ = ["is_work", "is_matmul_class", "container_diagnostics", "mark_partial"
 
 def is_work(name: str) -> bool:
     """Whether operator ``name`` (``aten.add_``) does arithmetic (it is not on the ignore list)."""
-    from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS
+    from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS
 
     return name not in IGNORED_OPERATORS
 

@@ -4,7 +4,7 @@
 that the formula table (:mod:`.operator_table`: PyTorch's ``torch.utils.flop_counter`` formulas,
 this project's ``DEFAULT_FORMULAS`` for the operators PyTorch leaves uncounted and, above both, the
 caller's ``custom_mapping``) assigns to what was dispatched, counted by
-:class:`~torchscan_lsp.engine.operator_counter.OperatorCounter`. Operators without a formula are
+:class:`~torchscan_lsp.engine.recording.operator_counter.OperatorCounter`. Operators without a formula are
 either on the ignore list (views, data movement, allocation, creation: no arithmetic) or reported
 as ``uncounted_operator`` diagnostics, which makes the total ``partial`` (a lower bound).
 """
@@ -17,9 +17,9 @@ from typing import Any, TypedDict
 
 import torch
 
-from torchscan_lsp.engine.formula_provenance import flop_method, formula_context
-from torchscan_lsp.engine.operator_counter import OperatorCounter
-from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS, REFERENCE_IGNORED, validate_mapping
+from torchscan_lsp.engine.recording.formula_provenance import flop_method, formula_context
+from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
+from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, REFERENCE_IGNORED, validate_mapping
 from torchscan_lsp.engine.report import (
     METHOD_NOT_REQUESTED,
     SCHEMA_VERSION,

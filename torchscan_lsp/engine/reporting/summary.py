@@ -8,7 +8,7 @@ from torch import nn
 
 from torchscan_lsp.engine.crawler import crawl_module
 from torchscan_lsp.engine.report import AnalysisReport
-from torchscan_lsp.engine.table import aggregate_info, format_info
+from torchscan_lsp.engine.reporting.table import aggregate_info, format_info
 
 __all__ = ["summary"]
 

@@ -2,7 +2,7 @@
 
 :func:`module_infos` describes every module of a model once (shared modules under their first
 name) as a :class:`ModuleInfo`. Everything that records module calls — the crawl's
-:class:`~torchscan_lsp.engine.recorder.CallRecorder`, per-layer latency, the worker's source
+:class:`~torchscan_lsp.engine.recording.recorder.CallRecorder`, per-layer latency, the worker's source
 attribution — reads the same facts from it, above all :attr:`ModuleInfo.leaf`, decided by
 :func:`is_metric_leaf` (the one leaf rule):
 
@@ -24,18 +24,18 @@ named in full (``torch.ao.nn.quantized.dynamic.Linear``), so that they never rea
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["ModelScan", "ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders", "type_name"]
+from torchscan_lsp.engine.type_names import QUANTIZED_PREFIXES, type_name
+
+__all__ = ["ModelScan", "ModuleInfo", "is_metric_leaf", "module_infos", "named_modules", "packed_holders"]
 
 #: Stock Transformer layers measured as one unit when their ``forward`` is the stock one (the stacks
 #: that hold them are containers: their own ``forward`` only calls the layers and the final norm).
 _TRANSFORMERS = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
-_QUANTIZED_PREFIXES = ("torch.ao.nn.", "torch.nn.quantized", "torch.nn.intrinsic", "torch.nn.qat")
 
 
 class ModuleInfo:
@@ -77,28 +77,6 @@ class ModuleInfo:
         return f"ModuleInfo(path={self.path!r}, type={self.type!r}, leaf={self.leaf}, recorded={self.recorded})"
 
 
-_TYPE_NAMES: dict[type, str] = {}
-
-
-def type_name(cls: type) -> str:
-    """The name reports give ``cls``: its ``__name__``, or for a class of a quantization namespace
-    the public dotted name (``torch.ao.nn.quantized.dynamic.Linear``, else its defining module's)."""
-    name = _TYPE_NAMES.get(cls)
-    if name is not None:
-        return name
-    name = cls.__name__
-    module = getattr(cls, "__module__", "") or ""
-    if module.startswith(_QUANTIZED_PREFIXES):
-        public = module.split(".modules.", 1)[0] if ".modules." in module else module
-        try:
-            found = getattr(importlib.import_module(public), cls.__name__, None) is cls
-        except ImportError:  # pragma: no cover - a namespace that cannot be imported alone
-            found = False
-        name = f"{public if found else module}.{cls.__qualname__}"
-    _TYPE_NAMES[cls] = name
-    return name
-
-
 _PACKED_CLASSES: dict[type, bool] = {}
 
 
@@ -107,7 +85,7 @@ def _holds_packed(module: nn.Module) -> bool:
     cls = type(module)
     known = _PACKED_CLASSES.get(cls)
     if known is None:
-        known = (cls.__module__ or "").startswith(_QUANTIZED_PREFIXES) and any(
+        known = (cls.__module__ or "").startswith(QUANTIZED_PREFIXES) and any(
             isinstance(value, torch.ScriptObject) for value in vars(module).values()
         )
         _PACKED_CLASSES[cls] = known
@@ -143,7 +121,7 @@ def _class_facts(cls: type) -> tuple[str, bool, bool, bool]:
     facts = _CLASS_FACTS.get(cls)
     if facts is None:
         unit = issubclass(cls, nn.MultiheadAttention) or _stock_transformer(cls)
-        quantized = (cls.__module__ or "").startswith(_QUANTIZED_PREFIXES)
+        quantized = (cls.__module__ or "").startswith(QUANTIZED_PREFIXES)
         facts = _CLASS_FACTS[cls] = (type_name(cls), issubclass(cls, torch.jit.ScriptModule), unit, quantized)
     return facts
 

@@ -2,7 +2,7 @@
 
 While a crawl's forward runs, the operator counter adds each operator's FLOPs and MACs to the
 innermost active call, and each call adds its totals to its parent when it ends
-(:class:`~torchscan_lsp.engine.recorder.Call`), so every call's counts are *inclusive*: its children
+(:class:`~torchscan_lsp.engine.recording.recorder.Call`), so every call's counts are *inclusive*: its children
 and its own work (a residual ``x + y`` in a container's ``forward``, ``F.scaled_dot_product_attention``,
 ``q @ k.transpose(-2, -1)``). This module turns those counts into metric objects:
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchscan_lsp.engine.recorder import Call, CallRecorder
+from torchscan_lsp.engine.recording.recorder import Call, CallRecorder
 from torchscan_lsp.engine.report import (
     METHOD_FLOP_COUNTER,
     METHOD_NOT_REQUESTED,

@@ -1,8 +1,8 @@
 """Observers of the crawl's one recording pass.
 
 A crawl runs the model's forward exactly once, under the engine's global module hooks
-(:class:`~torchscan_lsp.engine.recorder.CallRecorder`) and, in full mode, its counting dispatch mode
-(:class:`~torchscan_lsp.engine.operator_counter.OperatorCounter`). Anything else that needs to see
+(:class:`~torchscan_lsp.engine.recording.recorder.CallRecorder`) and, in full mode, its counting dispatch mode
+(:class:`~torchscan_lsp.engine.recording.operator_counter.OperatorCounter`). Anything else that needs to see
 that pass — the worker's source attribution, per-layer latency's input capture, the engine's own
 data-flow tracker — is a :class:`PassObserver` handed to ``crawl_module(..., observers=[...])``
 (or to :func:`~torchscan_lsp.engine.crawler.record_pass`) instead of installing hooks or a dispatch
@@ -33,7 +33,7 @@ from typing import Any
 
 from torch import nn
 
-from torchscan_lsp.engine.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.module_info import ModuleInfo
 
 __all__ = ["PassObserver", "overriding"]
 

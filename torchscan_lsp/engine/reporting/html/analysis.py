@@ -8,8 +8,8 @@ from typing import Any
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.report import layer_key
-from torchscan_lsp.engine.html.measurements import latency_summary, memory_table
-from torchscan_lsp.engine.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
+from torchscan_lsp.engine.reporting.html.measurements import latency_summary, memory_table
+from torchscan_lsp.engine.reporting.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
     num, plain, share_cell, share_note, shares, status_badge, table, totals_table)
 
 __all__ = ["render_analysis"]

@@ -6,7 +6,7 @@ CompositeImplicit decomposition first, count by overload packet) but avoids its 
 traversals. Two ways of attributing counts to modules:
 
 * inside a crawl (``recorder=``), each operator's FLOPs and MACs are added to the innermost active
-  call of the :class:`~torchscan_lsp.engine.recorder.CallRecorder` — O(1) per operator; each call
+  call of the :class:`~torchscan_lsp.engine.recording.recorder.CallRecorder` — O(1) per operator; each call
   adds its inclusive totals to its parent when it ends — and the pass's observers are told of it;
 * alone (``measure_flops``), PyTorch's ``ModuleTracker`` labels ``by_module`` as ``FlopCounterMode``
   does (every active module label gets the operator's FLOPs).
@@ -24,9 +24,9 @@ import torch
 from torch.utils import flop_counter as _fc
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from torchscan_lsp.engine.observers import overriding
-from torchscan_lsp.engine.operator_table import IGNORED_OPERATORS, default_mapping, flop_table, mac_table
-from torchscan_lsp.engine.tensor_shapes import irregular_reason
+from torchscan_lsp.engine.recording.observers import overriding
+from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, default_mapping, flop_table, mac_table
+from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason
 
 try:  # torch >= 2.4
     from torch.utils.module_tracker import ModuleTracker
@@ -235,7 +235,7 @@ class OperatorCounter:
 
     Args:
         custom_mapping: validated caller formulas (they win over the defaults).
-        recorder: the crawl's :class:`~torchscan_lsp.engine.recorder.CallRecorder`, whose active
+        recorder: the crawl's :class:`~torchscan_lsp.engine.recording.recorder.CallRecorder`, whose active
             calls receive the counts; ``None`` labels ``by_module`` with PyTorch's ``ModuleTracker``.
         observers: the pass's observers, told of every counted operator (with ``recorder`` only).
         stock: force the fallback (a stock ``FlopCounterMode`` with a recorder inside it; without

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchscan_lsp.engine.inputs import first_tensor
-from torchscan_lsp.engine.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.inputs import first_tensor
+from torchscan_lsp.engine.recording.module_info import ModuleInfo
 from torchscan_lsp.engine.report import (
     DIAGNOSTIC_NOT_APPLICABLE,
     METHOD_MODULE_FORMULA,
@@ -27,7 +27,7 @@ from torchscan_lsp.engine.report import (
     make_diagnostic,
     metric_result,
 )
-from torchscan_lsp.engine.tensor_shapes import irregular_reason, regular_shape
+from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason, regular_shape
 
 __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
 

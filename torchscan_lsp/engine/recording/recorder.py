@@ -24,10 +24,10 @@ from torch import nn
 from torch.nn.modules import module as _module_mod
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from torchscan_lsp.engine.inputs import call_meta, tensor_meta, value_meta
-from torchscan_lsp.engine.module_info import ModuleInfo, module_infos
-from torchscan_lsp.engine.observers import overriding
-from torchscan_lsp.engine.param_stats import ParameterStats
+from torchscan_lsp.engine.recording.inputs import call_meta, tensor_meta, value_meta
+from torchscan_lsp.engine.recording.module_info import ModuleInfo, module_infos
+from torchscan_lsp.engine.recording.observers import overriding
+from torchscan_lsp.engine.recording.param_stats import ParameterStats
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
 __all__ = ["Call", "CallRecorder", "GLOBAL_HOOKS", "install_hooks", "remove_hooks"]
@@ -79,7 +79,7 @@ class CallRecorder:
         evaluate: called in the forward hook of every metric-leaf call (``None`` in structure mode).
         on_failure: called for a metric-leaf call that raised (an exception caught by a parent).
         infos: ``ModelScan(root).infos`` when the caller has it already.
-        observers: :class:`~torchscan_lsp.engine.observers.PassObserver` objects told of every call.
+        observers: :class:`~torchscan_lsp.engine.recording.observers.PassObserver` objects told of every call.
         counting: whether an operator counter adds to the active calls (it sets ``counter``, which
             is paused while ``evaluate`` runs).
     """

@@ -1,7 +1,7 @@
 """Latency of a caller-controlled workload (docs/measurement.md).
 
 :func:`measure_latency` times one zero-argument callable with ``torch.utils.benchmark.Timer``
-(:func:`~torchscan_lsp.engine.timing.time_workload`):
+(:func:`~torchscan_lsp.engine.measuring.timing.time_workload`):
 
 1. a **first call**, between two explicit device synchronisations, on an ordinary clock;
 2. ``warmup`` explicit warm-up calls;
@@ -28,7 +28,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from torchscan_lsp.engine._measuring import (
+from torchscan_lsp.engine.measuring.shared import (
     MEASUREMENT_LOCK,
     check_runnable_device,
     device_name_of,
@@ -38,9 +38,9 @@ from torchscan_lsp.engine._measuring import (
     synchronizer,
     tensor_dtypes,
 )
-from torchscan_lsp.engine.inputs import value_meta
+from torchscan_lsp.engine.recording.inputs import value_meta
 from torchscan_lsp.engine.report import SCHEMA_VERSION, MetricResult, metric_result
-from torchscan_lsp.engine.timing import (
+from torchscan_lsp.engine.measuring.timing import (
     METHOD_FIRST_CALL,
     METHOD_TIMER,
     block_statistics,

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from torchscan_lsp.engine.tensor_shapes import regular_shape, tensor_extras
+from torchscan_lsp.engine.recording.tensor_shapes import regular_shape, tensor_extras
 
 __all__ = [
     "MODES",
@@ -208,7 +208,7 @@ def tensor_meta(value: torch.Tensor) -> dict[str, Any]:
     """Metadata of one tensor: shape, dtype, device, ``requires_grad`` (the hot path of the hooks).
 
     A tensor without a regular shape (nested, jagged) has ``shape: None``; a tensor that is not a
-    plain dense one also carries the keys of :func:`~torchscan_lsp.engine.tensor_shapes.tensor_extras`
+    plain dense one also carries the keys of :func:`~torchscan_lsp.engine.recording.tensor_shapes.tensor_extras`
     (``layout``, ``components``, ``component_shapes``, ``qscheme``, ``subclass``). Never raises.
     """
     plain = type(value) in _PLAIN_TENSORS and value.layout is _STRIDED

@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin
 
 from torchscan_lsp.contract.format import layer_name
-from torchscan_lsp.engine.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.module_info import ModuleInfo
 from torchscan_lsp.engine.report import make_diagnostic, metric_result
 
 __all__ = ["ParameterStats", "add_packed_totals", "initialized", "mark_uninitialized", "packed_weights"]

@@ -3,10 +3,10 @@
 :func:`measure_layer_latency` runs one capture forward (:mod:`.call_capture`), then replays each
 replay unit alone, on copies of the inputs it received: calls per block are calibrated until a block
 lasts at least ``min_block_time``, and at least ``min_repeats`` (>= 5) blocks are timed
-(:func:`~torchscan_lsp.engine.timing.time_blocks`). Each call is reported with its median, its
+(:func:`~torchscan_lsp.engine.measuring.timing.time_blocks`). Each call is reported with its median, its
 spread (IQR) and its share of the model's latency; a noisy call or a layer sum far from the model's
 latency is flagged unstable (:mod:`.layer_latency_report`). The whole model is timed as well, by
-:func:`~torchscan_lsp.engine.latency.latency_report`, with at least as many blocks.
+:func:`~torchscan_lsp.engine.measuring.latency.latency_report`, with at least as many blocks.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchscan_lsp.engine._measuring import (
+from torchscan_lsp.engine.measuring.shared import (
     MEASUREMENT_LOCK,
     check_runnable_device,
     normalise_device,
     synchronizer,
     tensor_dtypes,
 )
-from torchscan_lsp.engine.call_capture import CaptureError, CapturedCall, capture_calls, copy_tree, stateful_reason
-from torchscan_lsp.engine.inputs import call_meta, value_meta
-from torchscan_lsp.engine.latency import DEFAULT_MIN_RUN_TIME, DEFAULT_WARMUP, latency_report
-from torchscan_lsp.engine.layer_latency_report import UNSTABLE_SPREAD, LayerLatency, LayerLatencyReport, build_report
-from torchscan_lsp.engine.timing import (
+from torchscan_lsp.engine.measuring.call_capture import CaptureError, CapturedCall, capture_calls, copy_tree, stateful_reason
+from torchscan_lsp.engine.recording.inputs import call_meta, value_meta
+from torchscan_lsp.engine.measuring.latency import DEFAULT_MIN_RUN_TIME, DEFAULT_WARMUP, latency_report
+from torchscan_lsp.engine.measuring.layer_latency_report import UNSTABLE_SPREAD, LayerLatency, LayerLatencyReport, build_report
+from torchscan_lsp.engine.measuring.timing import (
     block_statistics,
     check_seconds,
     check_timing,
@@ -126,7 +126,7 @@ def measure_layer_latency(
     flagged with a diagnostic (``layer_latency_unstable``, ``layer_latency_sum_mismatch``).
     ``totals``: ``layer_latency_sum`` (``complete`` only when every call was measured, else
     ``partial``), ``model_latency`` and ``model_latency_iqr`` (the whole forward timed with
-    :func:`~torchscan_lsp.engine.latency.measure_latency`'s procedure and at least ``min_repeats``
+    :func:`~torchscan_lsp.engine.measuring.latency.measure_latency`'s procedure and at least ``min_repeats``
     blocks; ``not_requested`` with ``include_model=False``). The two are separate numbers.
 
     With ``eval_mode=True`` (the default, like ``crawl_module``) every module is put in evaluation
@@ -143,7 +143,7 @@ def measure_layer_latency(
     Raises:
         TypeError: ``model`` is not an ``nn.Module``; ``args`` not a tuple; ``kwargs`` not a mapping
             with string keys; caller inputs that cannot be copied; a wrongly typed option.
-        ValueError / RuntimeError: as :func:`~torchscan_lsp.engine.latency.measure_latency` for the
+        ValueError / RuntimeError: as :func:`~torchscan_lsp.engine.measuring.latency.measure_latency` for the
             device and options (``min_repeats`` must be >= 5), and when the model or inputs live on
             another device than ``device``.
         ImportError: the timer cannot be imported (before anything runs).

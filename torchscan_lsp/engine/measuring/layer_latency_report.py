@@ -25,8 +25,8 @@ from typing import Any, TypedDict
 import torch
 from torch import nn
 
-from torchscan_lsp.engine._measuring import device_name_of, hardware_info, measurement_context, synchronizer
-from torchscan_lsp.engine.latency import BenchmarkReport, MeasurementHeader
+from torchscan_lsp.engine.measuring.shared import device_name_of, hardware_info, measurement_context, synchronizer
+from torchscan_lsp.engine.measuring.latency import BenchmarkReport, MeasurementHeader
 from torchscan_lsp.engine.report import (
     METHOD_NOT_REQUESTED,
     SCHEMA_VERSION,
@@ -35,7 +35,7 @@ from torchscan_lsp.engine.report import (
     make_diagnostic,
     metric_result,
 )
-from torchscan_lsp.engine.timing import METHOD_TIMER, UNIT_SECONDS, unavailable_seconds
+from torchscan_lsp.engine.measuring.timing import METHOD_TIMER, UNIT_SECONDS, unavailable_seconds
 
 __all__ = ["LayerLatency", "LayerLatencyReport", "UNSTABLE_SPREAD", "SUM_TOLERANCE", "UNIT_SHARE", "build_report"]
 

@@ -1,7 +1,7 @@
 """Data flow of one forward, followed by tensor identity: which field each tensor carries.
 
 :class:`TensorStates` maps live tensors (by ``id``, guarded by a weak reference and the tensor's
-version counter) to their cumulative :class:`~torchscan_lsp.engine.receptive.Field`. Model inputs
+version counter) to their cumulative :class:`~torchscan_lsp.engine.dataflow.receptive.Field`. Model inputs
 start the chains; every metric-leaf call stores the field of its outputs; every operator that runs
 *outside* leaf calls (in a container's own ``forward``) is followed by :func:`propagate`:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from torchscan_lsp.engine.receptive import CONSTANT, Field, fold_into_features, union
+from torchscan_lsp.engine.dataflow.receptive import CONSTANT, Field, fold_into_features, union
 
 __all__ = ["TensorStates", "propagate", "tensors_in"]
 

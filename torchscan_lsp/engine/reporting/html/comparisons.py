@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.engine.html.measurements import latency_summary
-from torchscan_lsp.engine.html.page import (context_section, escape, metric_cell, num, plain, status_badge, table,
+from torchscan_lsp.engine.reporting.html.measurements import latency_summary
+from torchscan_lsp.engine.reporting.html.page import (context_section, escape, metric_cell, num, plain, status_badge, table,
     value_cell)
 
 __all__ = ["render_benchmark_comparison", "render_report_comparison"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.engine.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
+from torchscan_lsp.engine.reporting.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
     num, plain, share_cell, share_note, shares, status_badge, table, totals_table, value_cell)
 
 __all__ = ["latency_summary", "memory_table", "render_latency", "render_layer_latency", "render_memory"]

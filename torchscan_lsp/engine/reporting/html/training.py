@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.engine.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
+from torchscan_lsp.engine.reporting.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
     num, plain, status_badge, table, totals_table, value_cell)
 
 __all__ = ["render_training", "training_section"]

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from torchscan_lsp.engine._measuring import (
+from torchscan_lsp.engine.measuring.shared import (
     MEASUREMENT_LOCK,
     allocator_settings,
     device_name_of,

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from torchscan_lsp.contract.report import SCHEMA_VERSION
-from torchscan_lsp.engine.html.analysis import render_analysis
-from torchscan_lsp.engine.html.comparisons import render_benchmark_comparison, render_report_comparison
-from torchscan_lsp.engine.html.measurements import render_latency, render_layer_latency, render_memory
-from torchscan_lsp.engine.html.page import CONTENT_SECURITY_POLICY, page
-from torchscan_lsp.engine.html.training import render_training, training_section
+from torchscan_lsp.engine.reporting.html.analysis import render_analysis
+from torchscan_lsp.engine.reporting.html.comparisons import render_benchmark_comparison, render_report_comparison
+from torchscan_lsp.engine.reporting.html.measurements import render_latency, render_layer_latency, render_memory
+from torchscan_lsp.engine.reporting.html.page import CONTENT_SECURITY_POLICY, page
+from torchscan_lsp.engine.reporting.html.training import render_training, training_section
 
 __all__ = ["render_report", "report_kind", "CONTENT_SECURITY_POLICY", "KINDS"]
 

@@ -1,6 +1,6 @@
 """Checked comparison of two latency reports (docs/measurement.md).
 
-:func:`compare_benchmarks` first checks that the two :class:`~torchscan_lsp.engine.latency.BenchmarkReport`
+:func:`compare_benchmarks` first checks that the two :class:`~torchscan_lsp.engine.measuring.latency.BenchmarkReport`
 dicts measured comparable things — same device, device model and CPU count, thread settings, input
 shapes and dtypes, work units and their name, PyTorch, Python and package versions, and timing
 options — and refuses (``ValueError`` naming every mismatch) or,
@@ -157,7 +157,7 @@ def compare_benchmarks(
     """Compare two latency reports after checking that they are comparable.
 
     Args:
-        before, after: reports from :func:`~torchscan_lsp.engine.latency.measure_latency`.
+        before, after: reports from :func:`~torchscan_lsp.engine.measuring.latency.measure_latency`.
         on_mismatch: ``"raise"`` (default) refuses incomparable reports with a ``ValueError`` that
             names each mismatch; ``"flag"`` compares anyway and lists each mismatch in
             ``result["mismatches"]`` (and sets ``comparable`` to ``False``).

@@ -27,12 +27,12 @@ import torch
 from torch import nn
 
 from torchscan_lsp.contract.format import layer_name
-from torchscan_lsp.engine.containers import container_diagnostics, mark_partial
-from torchscan_lsp.engine.dataflow import TensorStates, propagate, tensors_in
-from torchscan_lsp.engine.module_info import ModuleInfo
-from torchscan_lsp.engine.module_metrics import evaluate_call, ordered_inputs
-from torchscan_lsp.engine.observers import PassObserver
-from torchscan_lsp.engine.receptive import (
+from torchscan_lsp.engine.recording.containers import container_diagnostics, mark_partial
+from torchscan_lsp.engine.dataflow.flow import TensorStates, propagate, tensors_in
+from torchscan_lsp.engine.recording.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.module_metrics import evaluate_call, ordered_inputs
+from torchscan_lsp.engine.recording.observers import PassObserver
+from torchscan_lsp.engine.dataflow.receptive import (
     CONSTANT,
     LOCAL_METRICS,
     SOURCE,
@@ -44,8 +44,8 @@ from torchscan_lsp.engine.receptive import (
     mixes_feature_axis,
 )
 from torchscan_lsp.engine.report import Diagnostic, make_diagnostic
-from torchscan_lsp.engine.tokens import KINDS_BY_CLASS as _TOKEN_KINDS
-from torchscan_lsp.engine.tokens import UNKNOWN, token_dependencies, token_kind
+from torchscan_lsp.engine.dataflow.tokens import KINDS_BY_CLASS as _TOKEN_KINDS
+from torchscan_lsp.engine.dataflow.tokens import UNKNOWN, token_dependencies, token_kind
 
 __all__ = ["DataFlowTracker", "FUSED_KERNELS", "META_UNAVAILABLE"]
 

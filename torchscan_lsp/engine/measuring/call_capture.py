@@ -4,7 +4,7 @@ can be replayed faithfully.
 :class:`CallCapture` is told of each call starting (``call_started``: copy its positional inputs
 and snapshot the module's state and the random generators) and ending (``call_ended``: copy its
 keyword inputs, which global pre-hooks do not receive, and see what changed). It is a
-:class:`~torchscan_lsp.engine.observers.PassObserver`: :func:`capture_calls` runs the engine's own
+:class:`~torchscan_lsp.engine.recording.observers.PassObserver`: :func:`capture_calls` runs the engine's own
 recording pass (global module hooks — per-module hooks would change the program, they disable
 fused fast paths such as ``TransformerEncoderLayer``'s) with the capture observing it.
 
@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from torchscan_lsp.engine.crawler import record_pass
-from torchscan_lsp.engine.inputs import value_meta
-from torchscan_lsp.engine.module_info import ModuleInfo
-from torchscan_lsp.engine.observers import PassObserver
+from torchscan_lsp.engine.recording.inputs import value_meta
+from torchscan_lsp.engine.recording.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.observers import PassObserver
 
 __all__ = [
     "CaptureError", "CapturedCall", "CallCapture", "capture_calls", "copy_tree",
@@ -145,7 +145,7 @@ class CallCapture(PassObserver):
     """Copies each call's inputs and checks its side effects; ``units`` are the replay units found,
     in call order (see the module docstring). An observer of the engine's recording pass, so it
     sees the calls the engine records, with the engine's one leaf rule
-    (:func:`~torchscan_lsp.engine.module_info.is_metric_leaf`): calls below a metric leaf are part
+    (:func:`~torchscan_lsp.engine.recording.module_info.is_metric_leaf`): calls below a metric leaf are part
     of it, never replay units of their own."""
 
     def __init__(self, device_name: str) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchscan_lsp.engine.tensor_shapes import component_shapes, regular_shape, unreadable_values
+from torchscan_lsp.engine.recording.tensor_shapes import component_shapes, regular_shape, unreadable_values
 
 __all__ = ["KINDS_BY_CLASS", "token_dependencies", "mask_relation", "token_kind"]
 
