@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_overhead import ROUNDS, build  # noqa: E402 - a sibling module, not a package
 
 from torchscan_lsp import crawl_module  # noqa: E402
-from torchscan_lsp.engine.observers import PassObserver  # noqa: E402
+from torchscan_lsp.engine.recording.observers import PassObserver  # noqa: E402
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -60,7 +60,7 @@ def one_millisecond_workload():
 def main() -> int:
     from torch.utils.benchmark import Timer
 
-    from torchscan_lsp.engine.latency import DEFAULT_MIN_RUN_TIME, measure_latency
+    from torchscan_lsp.engine.measuring.latency import DEFAULT_MIN_RUN_TIME, measure_latency
 
     # One intra-op thread, as in the contract's example: on a small shared machine a multi-threaded
     # kernel waits for descheduled threads, and that noise would swamp the overhead being measured.

@@ -24,7 +24,7 @@ BUDGET_S = 30.0
 
 
 def main() -> int:
-    from torchscan_lsp.engine.layer_latency import measure_layer_latency
+    from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
 
     model = resnet18()
     x = torch.rand(1, 3, 224, 224)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from editor_workspace import BROKEN, CLASS_MODEL, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
-from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY
+from torchscan_lsp.engine.reporting.html import CONTENT_SECURITY_POLICY
 from vscode_real_session import SCREENSHOTS, SUMMARY, run_session
 
 MODEL = CLASS_MODEL

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp import IncompleteAnalysisError, crawl_module
 from torchscan_lsp.engine import module_metrics
-from torchscan_lsp.engine.module_metrics import ordered_inputs
+from torchscan_lsp.engine.recording.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 
 from test_operators import FCM, FORMULAS  # the operator-FLOPs method and formulas context, written once

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from torchscan_lsp import crawl_module
-from torchscan_lsp.engine.inputs import call_meta, first_tensor, prepare_inputs, value_meta
+from torchscan_lsp.engine.recording.inputs import call_meta, first_tensor, prepare_inputs, value_meta
 
 
 class Probe(nn.Module):

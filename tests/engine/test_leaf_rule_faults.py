@@ -10,7 +10,8 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import weight_norm
 
 from torchscan_lsp import crawl_module, summary
-from torchscan_lsp.engine.module_info import is_metric_leaf, type_name
+from torchscan_lsp.engine.recording.module_info import is_metric_leaf
+from torchscan_lsp.engine.type_names import type_name
 
 
 def value(report, name):

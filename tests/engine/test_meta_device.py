@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from torchscan_lsp.engine.crawler import crawl_module
-from torchscan_lsp.engine.operators import measure_flops
-from torchscan_lsp.engine.dataflow_tracker import META_UNAVAILABLE
+from torchscan_lsp.engine.recording.operators import measure_flops
+from torchscan_lsp.engine.dataflow.tracker import META_UNAVAILABLE
 
 
 def cnn() -> nn.Module:

@@ -1,10 +1,10 @@
-"""The one leaf rule and the one pass over a model (engine/module_info.py)."""
+"""The one leaf rule and the one pass over a model (engine/recording/module_info.py)."""
 
 import torch
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
-from torchscan_lsp.engine.module_info import ModelScan, is_metric_leaf, module_infos, named_modules
+from torchscan_lsp.engine.recording.module_info import ModelScan, is_metric_leaf, module_infos, named_modules
 
 
 class Shared(nn.Module):

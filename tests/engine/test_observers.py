@@ -7,7 +7,7 @@ from torch import nn
 
 from torchscan_lsp import crawl_module
 from torchscan_lsp.engine.crawler import record_pass
-from torchscan_lsp.engine.observers import PassObserver, overriding
+from torchscan_lsp.engine.recording.observers import PassObserver, overriding
 
 
 class Log(PassObserver):

@@ -5,8 +5,8 @@ import torch
 from torch.utils import flop_counter as fc
 
 from torchscan_lsp.engine import operator_formulas, operator_table
-from torchscan_lsp.engine.operator_counter import OperatorCounter
-from torchscan_lsp.engine.operators import measure_flops
+from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
+from torchscan_lsp.engine.recording.operators import measure_flops
 
 aten = torch.ops.aten
 

@@ -15,9 +15,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from torchscan_lsp import measure_flops
 from torchscan_lsp.engine import operator_formulas
-from torchscan_lsp.engine.operator_counter import OperatorCounter
-from torchscan_lsp.engine.operator_table import default_mapping
-from torchscan_lsp.engine.operators import (
+from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
+from torchscan_lsp.engine.recording.operator_table import default_mapping
+from torchscan_lsp.engine.recording.operators import (
     IGNORED_OPERATORS,
     REFERENCE_IGNORED,
     counter_report,

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchscan_lsp.engine.crawler import crawl_module
-from torchscan_lsp.engine.operators import measure_flops
+from torchscan_lsp.engine.recording.operators import measure_flops
 
 
 def total(report, name):

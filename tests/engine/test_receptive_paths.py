@@ -251,7 +251,7 @@ def test_attention_breaks_the_chain_once():
 
 
 def test_table_shows_cumulative_values_and_lower_bounds(capsys):
-    from torchscan_lsp.engine.summary import summary
+    from torchscan_lsp.engine.reporting.summary import summary
 
     summary(TwoScales(), args=(torch.rand(1, 1, 16), torch.rand(1, 1, 8)), receptive_field=True)
     rows = capsys.readouterr().out.splitlines()

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from torchscan_lsp import IncompleteAnalysisError, crawl_module, summary
-from torchscan_lsp.engine.table import (
+from torchscan_lsp.engine.reporting.table import (
     aggregate_info,
     format_info,
     format_line_str,

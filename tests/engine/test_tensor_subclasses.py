@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from torchscan_lsp import crawl_module, summary
-from torchscan_lsp.engine.inputs import value_meta
-from torchscan_lsp.engine.tensor_shapes import irregular_reason, regular_shape
-from torchscan_lsp.engine.tokens import mask_relation
+from torchscan_lsp.engine.recording.inputs import value_meta
+from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason, regular_shape
+from torchscan_lsp.engine.dataflow.tokens import mask_relation
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning"),

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from torchscan_lsp.engine.benchmarks import compare_benchmarks
-from torchscan_lsp.engine.latency import measure_latency
+from torchscan_lsp.engine.measuring.benchmarks import compare_benchmarks
+from torchscan_lsp.engine.measuring.latency import measure_latency
 
 
 def synthetic(block_averages, *, per_block=10, **overrides):

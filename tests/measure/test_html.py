@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 from torchscan_lsp import compare_reports, crawl_module
-from torchscan_lsp.engine.benchmarks import compare_benchmarks
-from torchscan_lsp.engine.html import CONTENT_SECURITY_POLICY, render_report, report_kind
-from torchscan_lsp.engine.latency import measure_latency
-from torchscan_lsp.engine.layer_latency import measure_layer_latency
-from torchscan_lsp.engine.memory import measure_peak_memory
+from torchscan_lsp.engine.measuring.benchmarks import compare_benchmarks
+from torchscan_lsp.engine.reporting.html import CONTENT_SECURITY_POLICY, render_report, report_kind
+from torchscan_lsp.engine.measuring.latency import measure_latency
+from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
+from torchscan_lsp.engine.measuring.memory import measure_peak_memory
 
 URL_ATTRIBUTE = re.compile(r"""\b(?:src|href|action|srcset|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
 

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from torchscan_lsp.engine.html import render_report
+from torchscan_lsp.engine.reporting.html import render_report
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 

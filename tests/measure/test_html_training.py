@@ -11,7 +11,7 @@ import pytest
 from torch import nn
 
 from torchscan_lsp.engine.crawler import crawl_module
-from torchscan_lsp.engine.html import render_report, report_kind
+from torchscan_lsp.engine.reporting.html import render_report, report_kind
 from torchscan_lsp.engine.training import analyse_training_step
 
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.utils.benchmark as tub
 
-from torchscan_lsp.engine._measuring import cpu_model
-from torchscan_lsp.engine.latency import measure_latency
+from torchscan_lsp.engine.measuring.shared import cpu_model
+from torchscan_lsp.engine.measuring.latency import measure_latency
 from torchscan_lsp.version import package_version
 
 FAST = {"warmup": 1, "min_run_time": 0.01, "min_repeats": 3}

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_globals
 
-from torchscan_lsp.engine.layer_latency import measure_layer_latency
+from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
 
 #: diagnostics that depend on how noisy the machine was, not on the model
 TIMING_FLAGS = {"layer_latency_unstable", "layer_latency_sum_mismatch"}

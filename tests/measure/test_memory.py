@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from torchscan_lsp.engine import memory as memory_module
-from torchscan_lsp.engine.memory import measure_peak_memory
+from torchscan_lsp.engine.measuring.memory import measure_peak_memory
 from torchscan_lsp.version import package_version
 
 KNOWN_BYTES = 3 * 1024 * 1024

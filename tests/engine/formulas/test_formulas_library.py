@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from torchscan_lsp.engine.formulas import family_of
-from torchscan_lsp.engine.operators import measure_flops
+from torchscan_lsp.engine.recording.operators import measure_flops
 
 transformers = pytest.importorskip("transformers")
 activations = pytest.importorskip("transformers.activations")

@@ -41,7 +41,7 @@ def test_gemma_rms_norm_by_hand(measure):
 def test_gemma_rms_norm_flops_equal_the_operator_count(measure):
     from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
 
-    from torchscan_lsp.engine.operators import measure_flops
+    from torchscan_lsp.engine.recording.operators import measure_flops
 
     # (3, 5, 8): N = 120, R = 15, P = 8: 4·120 + 3·15 + 8 = 533
     module, x = GemmaRMSNorm(8), torch.randn(3, 5, 8)
@@ -171,7 +171,7 @@ def test_every_leaf_is_complete_and_counts_as_the_operators(config):
 def test_drop_path_by_hand(measure):
     from transformers.models.swin.modeling_swin import SwinDropPath
 
-    from torchscan_lsp.engine.operators import measure_flops
+    from torchscan_lsp.engine.recording.operators import measure_flops
 
     x = torch.randn(2, 3, 4)  # Nx = Ny = 24, a mask of M = 2 (one per sample)
     module = SwinDropPath(0.25)

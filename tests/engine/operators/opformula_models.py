@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from torchscan_lsp.engine.operator_formulas import DEFAULT_FORMULAS, EXTRA_IGNORED, counter_mapping
 
-# The reference ignore list (docs/operator-formulas.md), which other engineers implement in engine/operators.py.
+# The reference ignore list (docs/operator-formulas.md), which other engineers implement in engine/recording/operators.py.
 SPEC_IGNORED = {
     f"aten.{name}"
     for name in (
