@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
@@ -78,6 +79,7 @@ class Session:
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
+        self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
 
     @property
@@ -111,6 +113,7 @@ class Session:
         old, self.settings = self.settings, new
         self.scheduler.set_max_workers(new.maxWorkers)
         self.cache.persist(cache_folder("results") if self.keep_results and new.cacheResults else None)
+        self.baselines.persist(self.keep_results and new.cacheResults)
         return old, problems
 
     # documents -------------------------------------------------------------------------------
@@ -223,6 +226,7 @@ class Session:
             if cached is not None:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
+                asyncio.ensure_future(self.compare([state]))
                 continue
             self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
                                   delay_s=delay_s)
@@ -281,12 +285,15 @@ class Session:
         if result.get("ok"):
             self.cache.put(key, result, self.file_hash(job["workspace_root"]))
         self._apply(state, result, text)
+        if result.get("ok"):  # its deltas with it, in the same refresh (a known baseline costs one git call)
+            await self._refresh_comparison(state)
         self._notify([state], before)
 
     def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
         """Take ``result`` of ``state``'s job, whose target file read ``text``."""
         if result.get("ok"):
             state.analysed_hash = content_hash(text)
+            state.previous_view = state.view
             state.view = ResultView(result)
             state.set_analysed_texts(self._texts(state, text, {file for file, _ in state.view.lines}))
             state.error = None
@@ -313,6 +320,25 @@ class Session:
             except (OSError, UnicodeDecodeError):
                 continue
         return texts
+
+    async def _refresh_comparison(self, state: TargetState) -> None:
+        try:
+            await self.baselines.refresh(state)
+        except Exception:  # a baseline costs its deltas, never the result
+            log.exception("comparing %s with its baseline failed", state.key.name)
+
+    async def compare(self, states: Iterable[TargetState]) -> None:
+        """Compare each of ``states`` with its baseline again (after a cached result, or when the
+        setting ``compareWith`` changed) and tell the listener."""
+        states = [state for state in states if state.view is not None]
+        for state in states:
+            await self._refresh_comparison(state)
+        if states:
+            self._notify(states, set())
+
+    def notify_states(self, states: list[TargetState]) -> None:
+        """Tell the listener that ``states`` changed (a baseline arrived)."""
+        self._notify(states, set())
 
     def _notify(self, states: list[TargetState], before: set[str]) -> None:
         files: set[tuple[str, str]] = set()

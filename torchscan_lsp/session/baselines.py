@@ -1,0 +1,174 @@
+"""Each target's baseline: the same target analysed from the files at a git revision, or its previous
+analysis, turned into a :class:`~.deltas.Comparison` with its current result.
+
+``compare_with`` (the target's option, else the setting ``torchscan.compareWith``, whose default is
+``[tool.torchscan-lsp]``'s ``compare_with``, else ``"HEAD"``) names it:
+
+* a git ref (``"HEAD"``, ``"main"``, a commit): after each good result, the ref is resolved
+  (:func:`~.git.resolve`) and the baseline looked up by (commit, target, the workspace files its
+  model imported, the options, the interpreter). When it is not known, the target's file and those
+  files are read from the commit (one ``git cat-file --batch``): identical to what the result was
+  computed from, the result is its own baseline; otherwise they are written into a scratch folder
+  that the worker analyses like any job (same limits, cancellable, off the hint path; at most
+  ``torchscan.maxWorkers`` jobs at once, analyses included), without measurements or a training
+  step. The target's options there are those its pragma had in that commit, over today's
+  workspace defaults. Good baselines are kept in memory and, with ``torchscan.cacheResults``, on
+  disk; a baseline that failed is remembered for the commit and not run again;
+* ``"save"``: the target's previous good result in this session;
+* ``"off"``: none.
+
+No git, no repository, no such ref, a file or target that did not exist then, or a baseline that
+failed: no delta, and the comparison's ``note`` says why, once, in the hover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from torchscan_lsp.session import git
+from torchscan_lsp.session.cache import FORMAT, ResultCache, cache_folder
+from torchscan_lsp.session.deltas import Comparison, compare_views
+from torchscan_lsp.session.jobs import build_job
+from torchscan_lsp.session.results import ResultView
+from torchscan_lsp.session.state import TargetState, content_hash
+from torchscan_lsp.targets import find_targets
+from torchscan_lsp.version import package_version
+
+__all__ = ["Baselines", "PREVIOUS", "baseline_ref"]
+
+PREVIOUS = "the last analysis"
+"""How the baseline ``"save"`` is named."""
+
+_SKIPPED_OPTIONS = ("train", "train_memory")
+
+
+def _fixed(_: str) -> str:
+    """A baseline's files are those of its commit: nothing it imported changes under it."""
+    return "commit"
+
+
+def baseline_ref(state: TargetState, setting: str) -> str:
+    """The baseline ``state``'s target compares with: its own ``compare_with``, else ``setting``."""
+    own = (getattr(state.target, "options", None) or {}).get("compare_with")
+    return own if isinstance(own, str) else setting
+
+
+class Baselines:
+    """The baselines of one session's targets (see the module's docstring).
+
+    Args:
+        session: the :class:`~torchscan_lsp.session.controller.Session` whose targets, settings,
+            scheduler and worker it uses.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.cache = ResultCache(max_entries=64)
+        self._failed: dict[str, str] = {}
+
+    def persist(self, on: bool) -> None:
+        """Keep good baselines on disk too (``cache_folder("baselines")``), or in memory only."""
+        self.cache.persist(cache_folder("baselines") if on else None)
+
+    async def refresh(self, state: TargetState) -> None:
+        """Set ``state.comparison`` for its current result; schedules the baseline's analysis
+        when it is not known yet (``pending`` meanwhile)."""
+        view = state.view
+        if view is None:
+            return
+        ref = baseline_ref(state, self.session.settings.compareWith)
+        if ref == "off":
+            state.comparison = None
+        elif ref == "save":
+            state.comparison = (compare_views(state.previous_view, view, PREVIOUS) if state.previous_view is not None
+                                else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
+        else:
+            state.comparison = await self._against(state, view, ref)
+
+    async def _against(self, state: TargetState, view: ResultView, ref: str) -> Comparison:
+        root, rel, name = state.key
+        revision = await git.resolve(root, ref)
+        if isinstance(revision, git.NoRevision):
+            return Comparison(ref, note=revision.reason)
+        files = sorted({rel, *(view.result.get("imported_files") or [])})
+        key = self._key(revision, state, files)
+        cached = self.cache.get(key, _fixed)
+        if cached is not None:
+            return compare_views(ResultView(cached), view, ref, revision.short)
+        if key in self._failed:
+            return Comparison(ref, revision.short, note=self._failed[key])
+        texts = await git.read_files(root, revision, files)
+        if texts.get(rel) is None:
+            return Comparison(ref, revision.short, note=f"`{rel}` is new since {ref}")
+        scan = find_targets(texts[rel], rel)
+        then = next((t for t in scan.targets if t.name == name), None)
+        if then is None:
+            errors = [p.message for p in scan.problems if str(getattr(p, "severity", "error")) == "error"]
+            return Comparison(ref, revision.short, note=f"`{rel}` at {ref} does not parse: {errors[0]}" if errors
+                              else f"`{name}` is new since {ref}")
+        if self._as_analysed(state, texts):
+            self.cache.put(key, dict(view.result), _fixed)
+            return compare_views(view, view, ref, revision.short)
+        self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
+        return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
+
+    def _key(self, revision: git.Revision, state: TargetState, files: list[str]) -> str:
+        settings = self.session.settings
+        material = {"format": FORMAT, "version": package_version(), "commit": revision.commit, "prefix": revision.prefix,
+                    "file": state.key.file, "target": state.key.name, "files": files,
+                    "defaults": self.session.workspace_config(state.key.root).defaults, "device": settings.device,
+                    "python": settings.interpreter}
+        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _as_analysed(self, state: TargetState, texts: dict[str, str | None]) -> bool:
+        """Whether every file reads in the commit as the result read it (the target's file as
+        analysed, the others as on disk or saved in the editor)."""
+        digest = self.session.file_hash(state.key.root)
+        for path, text in texts.items():
+            now = state.analysed_hash if path == state.key.file else digest(path)
+            if text is None or content_hash(text) != now:
+                return False
+        return True
+
+    def _schedule(self, state: TargetState, then: Any, texts: dict[str, str], key: str, revision: git.Revision) -> None:
+        scheduler_key = ("baseline", state.key)
+        self.session.scheduler.submit(scheduler_key, lambda: self._run(state, then, texts, key, revision))
+
+    async def _run(self, state: TargetState, then: Any, texts: dict[str, str], key: str, revision: git.Revision) -> None:
+        session = self.session
+        scratch = await asyncio.to_thread(_write_tree, texts)
+        try:
+            defaults = session.workspace_config(state.key.root).defaults
+            job, limits = build_job(str(scratch), str(scratch / state.key.file), then, defaults, session.settings)
+            job["options"] = {k: v for k, v in job["options"].items() if k not in _SKIPPED_OPTIONS}
+            job["measure"] = []
+            result = await session.run_job(job, python=limits.python, timeout_s=limits.timeout_s,
+                                           memory_mb=limits.memory_mb)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        if result.get("ok"):
+            self.cache.put(key, result, _fixed)
+        else:
+            error = result.get("error") or {}
+            self._failed[key] = (f"the target at {revision.ref} could not be analysed "
+                                 f"({error.get('kind', 'crash')}: {error.get('message', '')})").rstrip(": ")
+        current = session.store.targets.get(state.key)
+        if current is not None and current.view is not None:
+            await self.refresh(current)
+            session.notify_states([current])
+
+
+def _write_tree(texts: dict[str, str]) -> Path:
+    """A scratch folder holding ``texts`` (workspace-relative path to text)."""
+    root = Path(tempfile.mkdtemp(prefix="torchscan-baseline-"))
+    for path, text in texts.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return root
