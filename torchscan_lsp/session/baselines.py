@@ -34,11 +34,12 @@ from typing import Any
 from torchscan_lsp.session import git
 from torchscan_lsp.session.cache import FORMAT, ResultCache, cache_folder
 from torchscan_lsp.session.deltas import Comparison, compare_views
-from torchscan_lsp.session.jobs import build_job
+from torchscan_lsp.session.jobs import build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.state import TargetState, content_hash
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.version import package_version
+from torchscan_lsp.worker import client as worker_client
 
 __all__ = ["Baselines", "PREVIOUS", "baseline_ref"]
 
@@ -117,6 +118,16 @@ class Baselines:
             return compare_views(view, view, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
+
+    async def render(self, state: TargetState, html_path: str) -> dict:
+        """Render ``state``'s comparison with its baseline (``compare_reports``' diff) as one offline
+        HTML file in a worker process (rendering imports torch): ``{"ok": true, "path": ...}`` or
+        a failure result."""
+        comparison = state.comparison
+        assert comparison is not None and comparison.diff is not None, "render needs a comparison"
+        title = f"{state.key.name}: now against {comparison.label}" + (f" ({comparison.commit})" if comparison.commit else "")
+        job = build_render_job(state.key.root, comparison.diff, None, title)
+        return await worker_client.render_html(job, html_path, python=self.session.settings.python)
 
     def _key(self, revision: git.Revision, state: TargetState, files: list[str]) -> str:
         settings = self.session.settings

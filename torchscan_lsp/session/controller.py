@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
-from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.jobs import Limits, build_job, build_render_job, effective_options
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
@@ -193,6 +193,11 @@ class Session:
                 return None
 
         return digest
+
+    def target_options(self, state: TargetState) -> dict[str, Any]:
+        """The options ``state``'s target runs with (:func:`~.jobs.effective_options`): its budgets
+        among them."""
+        return effective_options(state.target, self.workspace_config(state.key.root).defaults, self.settings)
 
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:

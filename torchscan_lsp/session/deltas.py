@@ -94,7 +94,7 @@ class LayerRow:
     folded: int = 0
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: a new comparison is a new one (the hints' cache)
 class Comparison:
     """A target's result against its baseline.
 
@@ -108,6 +108,9 @@ class Comparison:
         note: why there is no delta, one sentence for the hover (``"build is new since HEAD"``), or
             ``None``.
         pending: the baseline is being analysed.
+
+    Raises nothing: a pair of reports ``compare_reports`` refuses is a comparison without ``diff``
+    whose ``note`` says why (:func:`compare_views`).
     """
 
     label: str

@@ -85,9 +85,11 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
     return any(TIMING & set((getattr(t, "options", {}) or {}).get("measure") or ()) for t in targets)
 
 
-def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """The job that renders ``report`` as HTML with its latency, per-layer latency, memory and
-    training-step measurements attached (those that did not fail)."""
+def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+                     title: str | None = None) -> RenderJob:
+    """The job that renders ``report`` (an analysis report, or a comparison) as HTML with its
+    latency, per-layer latency, memory and training-step measurements attached (those that did not
+    fail), titled ``title`` (``None``: the report's own title)."""
     attached = {name: m for name, m in (measurements or {}).items()
                 if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
-    return render_job(root, report, attached)
+    return render_job(root, report, attached, title)
