@@ -231,7 +231,7 @@ class Session:
             if cached is not None:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
-                asyncio.ensure_future(self.compare([state]))
+                self.scheduler.submit(("compare", state.key), lambda s=state: self.compare([s]))
                 continue
             self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
                                   delay_s=delay_s)
