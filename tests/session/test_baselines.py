@@ -83,7 +83,7 @@ def repo(tmp_path) -> Path:
     return tmp_path
 
 
-async def test_baselines_run_only_when_the_files_differ_and_once_per_commit(repo):
+async def test_a_clean_tree_is_its_own_baseline(repo):
     session, counted = session_for(repo)
     try:
         (state,) = await saved(session, repo, model())
@@ -91,10 +91,20 @@ async def test_baselines_run_only_when_the_files_differ_and_once_per_commit(repo
         assert counted.jobs == ["workspace"]
         assert state.comparison.ready and state.comparison.unchanged("operator_flops", "operator_macs")
         assert state.comparison.commit == git(repo, "rev-parse", "--short=7", "HEAD").strip()
-
-        mark = len(counted.jobs)
         (state,) = await saved(session, repo, model(12))
-        assert counted.since(mark) == ["workspace", "baseline"]
+        # ... and the baseline of every later edit, for that commit
+        assert counted.jobs == ["workspace", "workspace"]
+        assert (state.comparison.total("parameters").delta, state.comparison.total("operator_flops").delta) == (
+            28 * 12 - 28 * 8, (12 - 8) * 900 * 54)
+    finally:
+        session.shutdown()
+
+
+async def test_an_edited_tree_analyses_its_baseline_once_per_commit(repo):
+    session, counted = session_for(repo)
+    try:
+        (state,) = await saved(session, repo, model(12))
+        assert counted.jobs == ["workspace", "baseline"]     # HEAD's model, from a scratch folder
         assert (state.comparison.total("parameters").delta, state.comparison.total("operator_flops").delta) == (
             28 * 12 - 28 * 8, (12 - 8) * 900 * 54)
 

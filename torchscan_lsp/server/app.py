@@ -137,7 +137,7 @@ class TorchscanServer(LanguageServer):
         if self.settings_ready.is_set() and (became_allowed or new.python != old.python):
             self.session.reanalyse_all()
         elif new.compareWith != old.compareWith:  # the same results, other baselines
-            asyncio.ensure_future(self.session.compare(list(self.session.store.targets.values())))
+            asyncio.ensure_future(self.session.baselines.compare(list(self.session.store.targets.values())))
         shown = (new.headline, new.receptiveFieldNotes) != (old.headline, old.receptiveFieldNotes)
         if shown:  # other numbers and other diagnostics on every open document
             for document in list(self.session.store.documents.values()):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -38,10 +39,13 @@ from torchscan_lsp.session.jobs import build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.state import TargetState, content_hash
 from torchscan_lsp.targets import find_targets
+from torchscan_lsp.targets.budgets import BASELINE_WORDS
 from torchscan_lsp.version import package_version
 from torchscan_lsp.worker import client as worker_client
 
 __all__ = ["Baselines", "PREVIOUS", "baseline_ref"]
+
+log = logging.getLogger(__name__)
 
 PREVIOUS = "the last analysis"
 """How the baseline ``"save"`` is named."""
@@ -77,9 +81,35 @@ class Baselines:
         """Keep good baselines on disk too (``cache_folder("baselines")``), or in memory only."""
         self.cache.persist(cache_folder("baselines") if on else None)
 
-    async def refresh(self, state: TargetState) -> None:
+    def resolve_ahead(self, state: TargetState) -> asyncio.Task | None:
+        """Start resolving ``state``'s baseline ref now (while its analysis runs), so that the
+        result's comparison need not wait for git; ``None`` for ``"save"`` and ``"off"``."""
+        ref = baseline_ref(state, self.session.settings.compareWith)
+        if ref in BASELINE_WORDS:
+            return None
+        task = asyncio.ensure_future(git.resolve(state.key.root, ref))
+        task.ref = ref  # type: ignore[attr-defined]
+        return task
+
+    async def refresh(self, state: TargetState, ahead: asyncio.Task | None = None) -> None:
         """Set ``state.comparison`` for its current result; schedules the baseline's analysis
-        when it is not known yet (``pending`` meanwhile)."""
+        when it is not known yet (``pending`` meanwhile). ``ahead``: :meth:`resolve_ahead`'s task."""
+        try:
+            await self._refresh(state, ahead)
+        except Exception:  # a baseline costs its deltas, never the result
+            log.exception("comparing %s with its baseline failed", state.key.name)
+            state.comparison = None
+
+    async def compare(self, states: list[TargetState]) -> None:
+        """Compare each of ``states`` with its baseline again (after a cached result, or when the
+        setting ``compareWith`` changed) and tell the session's listener."""
+        states = [state for state in states if state.view is not None]
+        for state in states:
+            await self.refresh(state)
+        if states:
+            self.session.notify_states(states)
+
+    async def _refresh(self, state: TargetState, ahead: asyncio.Task | None) -> None:
         view = state.view
         if view is None:
             return
@@ -90,11 +120,13 @@ class Baselines:
             state.comparison = (compare_views(state.previous_view, view, PREVIOUS) if state.previous_view is not None
                                 else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
         else:
-            state.comparison = await self._against(state, view, ref)
+            resolved = ahead if ahead is not None and getattr(ahead, "ref", None) == ref else None
+            state.comparison = await self._against(state, view, ref, resolved)
 
-    async def _against(self, state: TargetState, view: ResultView, ref: str) -> Comparison:
+    async def _against(self, state: TargetState, view: ResultView, ref: str,
+                       ahead: asyncio.Task | None = None) -> Comparison:
         root, rel, name = state.key
-        revision = await git.resolve(root, ref)
+        revision = await (ahead if ahead is not None else git.resolve(root, ref))
         if isinstance(revision, git.NoRevision):
             return Comparison(ref, note=revision.reason)
         files = sorted({rel, *(view.result.get("imported_files") or [])})
@@ -170,9 +202,8 @@ class Baselines:
             self._failed[key] = (f"the target at {revision.ref} could not be analysed "
                                  f"({error.get('kind', 'crash')}: {error.get('message', '')})").rstrip(": ")
         current = session.store.targets.get(state.key)
-        if current is not None and current.view is not None:
-            await self.refresh(current)
-            session.notify_states([current])
+        if current is not None:
+            await self.compare([current])
 
 
 def _write_tree(texts: dict[str, str]) -> Path:

@@ -231,7 +231,7 @@ class Session:
             if cached is not None:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
-                self.scheduler.submit(("compare", state.key), lambda s=state: self.compare([s]))
+                self.scheduler.submit(("compare", state.key), lambda s=state: self.baselines.compare([s]))
                 continue
             self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
                                   delay_s=delay_s)
@@ -273,6 +273,7 @@ class Session:
         self.listener.job_started(state, task)
         self._notify([state], set())
         before = state.files
+        ahead = self.baselines.resolve_ahead(state)  # git answers while the worker runs
         try:
             result = await self.run_job(job, python=limits.python, timeout_s=limits.timeout_s,
                                         memory_mb=limits.memory_mb)
@@ -290,8 +291,8 @@ class Session:
         if result.get("ok"):
             self.cache.put(key, result, self.file_hash(job["workspace_root"]))
         self._apply(state, result, text)
-        if result.get("ok"):  # its deltas with it, in the same refresh (a known baseline costs one git call)
-            await self._refresh_comparison(state)
+        if result.get("ok"):  # its deltas with it, in the same refresh
+            await self.baselines.refresh(state, ahead)
         self._notify([state], before)
 
     def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
@@ -300,6 +301,7 @@ class Session:
             state.analysed_hash = content_hash(text)
             state.previous_view = state.view
             state.view = ResultView(result)
+            state.comparison = None  # compared with the new result next, never the old one's deltas on it
             state.set_analysed_texts(self._texts(state, text, {file for file, _ in state.view.lines}))
             state.error = None
             state.stale = False
@@ -325,21 +327,6 @@ class Session:
             except (OSError, UnicodeDecodeError):
                 continue
         return texts
-
-    async def _refresh_comparison(self, state: TargetState) -> None:
-        try:
-            await self.baselines.refresh(state)
-        except Exception:  # a baseline costs its deltas, never the result
-            log.exception("comparing %s with its baseline failed", state.key.name)
-
-    async def compare(self, states: Iterable[TargetState]) -> None:
-        """Compare each of ``states`` with its baseline again (after a cached result, or when the
-        setting ``compareWith`` changed) and tell the listener."""
-        states = [state for state in states if state.view is not None]
-        for state in states:
-            await self._refresh_comparison(state)
-        if states:
-            self._notify(states, set())
 
     def notify_states(self, states: list[TargetState]) -> None:
         """Tell the listener that ``states`` changed (a baseline arrived)."""
