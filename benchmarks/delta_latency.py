@@ -148,6 +148,8 @@ async def main() -> None:
     pairs = [h - o for o, h in zip(times["off"], times["HEAD"])]
     print(f"  per-save difference: median {1000 * statistics.median(pairs):+.1f} ms, "
           f"max {1000 * max(pairs):+.1f} ms")
+    print("  each save, off / HEAD (ms): " + ", ".join(f"{1000 * o:.0f}/{1000 * h:.0f}"
+                                                      for o, h in zip(times["off"], times["HEAD"])))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import torch.nn as nn
 def build():
     return nn.Sequential(nn.Conv2d(3, {channels}, 3))
 """
-TARGET_LINE = 4
+TARGET_LINE = 5  # the def line (the pragma is line 4)
 
 
 def git(root: Path, *args: str) -> None:
@@ -131,7 +131,7 @@ def test_compare_with_prints_the_diff_table(over, tmp_path):
     assert lines[head + 1].split() == ["layer", "type", "change", "parameters", "FLOPs", "output"]
     assert re.sub(r"\s+", " ", lines[head + 2]).strip() == (
         "0 Conv2d changed 224 → 336 (+112) 389 kFLOPs → 583 kFLOPs (+50 %) (1, 8, 30, 30) → (1, 12, 30, 30)")
-    bad = check(root, "--compare-with", "--main")
+    bad = check(root, "--compare-with=HEAD..main")
     assert bad.returncode == 2 and "argument --compare-with: must be" in bad.stderr
 
 

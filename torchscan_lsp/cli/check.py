@@ -55,12 +55,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _baseline(text: str) -> str:
-    from torchscan_lsp.targets.budgets import check_compare_with
+    """A ``--compare-with`` value, checked as the setting ``torchscan.compareWith`` is."""
+    from torchscan_lsp.session.settings import Settings, merge
 
-    try:
-        check_compare_with(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).replace("compare_with must be", "must be")) from None
+    _, problems = merge(Settings(), {"compareWith": text})
+    if problems:
+        raise argparse.ArgumentTypeError(problems[0].replace("setting torchscan.compareWith must be", "must be"))
     return text
 
 
