@@ -68,7 +68,7 @@ local ok, failure = pcall(function()
       client = vim.lsp.get_clients({ bufnr = bufnr, name = "torchscan" })[1]
       return client ~= nil and client.initialized
     end, 50)
-    if step.text then
+    if step.text ~= nil and step.text ~= vim.NIL then
       vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, vim.split(step.text, "\n", { plain = true, trimempty = true }))
       vim.cmd.write()
     end
