@@ -43,8 +43,10 @@ try {
   await step(
     'committed',
     async () => {
-      await page.goto(`${config.url}?folder=${encodeURIComponent(config.folder)}`, { waitUntil: 'domcontentloaded' });
-      await page.waitForSelector('.monaco-workbench', { timeout: config.uiTimeoutMs });
+      // (a machine under load takes its time to serve the workbench)
+      const url = `${config.url}?folder=${encodeURIComponent(config.folder)}`;
+      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: config.analysisTimeoutMs });
+      await page.waitForSelector('.monaco-workbench', { timeout: config.analysisTimeoutMs });
       await quickOpen(config.model);
       const status = await poll(statusText, (text) => text === 'torchscan: done', config.analysisTimeoutMs);
       return { status, hints: await settle(config.expected.committed, config.modelLines), lenses: await lenses() };

@@ -143,7 +143,8 @@ export async function open(config) {
   }
 
   /** Opens `relative` with Quick Open (Ctrl+P), as a user types it; again when the list, still
-   * filling in, swallowed the Enter. */
+   * filling in (a workbench that has just loaded is still indexing its files), showed nothing to
+   * open or swallowed the Enter. */
   async function quickOpen(relative) {
     const name = path.basename(relative);
     const active = () => page.evaluate(() => document.querySelector('.tab.active')?.innerText.replace(/\n/g, '') ?? null);
@@ -151,14 +152,18 @@ export async function open(config) {
       await chord('Control', 'KeyP');
       await page.waitForSelector('.quick-input-widget input', { visible: true, timeout: config.uiTimeoutMs });
       await page.keyboard.type(relative);
-      await page.waitForFunction(
-        (wanted) => document.querySelector('.quick-input-list .monaco-list-row.focused')?.innerText.includes(wanted),
-        { timeout: config.uiTimeoutMs },
-        name,
-      );
-      await page.keyboard.press('Enter');
-      if ((await poll(active, (tab) => tab === name, 5000)) === name) {
-        return;
+      const listed = await page
+        .waitForFunction(
+          (wanted) => document.querySelector('.quick-input-list .monaco-list-row.focused')?.innerText.includes(wanted),
+          { timeout: config.uiTimeoutMs },
+          name,
+        )
+        .then(() => true, () => attempt === 3 && Promise.reject(new Error(`Quick Open never listed ${relative}`)));
+      if (listed) {
+        await page.keyboard.press('Enter');
+        if ((await poll(active, (tab) => tab === name, 5000)) === name) {
+          return;
+        }
       }
       if (attempt === 3) {
         throw new Error(`Quick Open did not open ${relative}`);
