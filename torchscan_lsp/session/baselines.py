@@ -51,6 +51,7 @@ PREVIOUS = "the last analysis"
 """How the baseline ``"save"`` is named."""
 
 _SKIPPED_OPTIONS = ("train", "train_memory")
+_KEPT_VIEWS = 16
 
 
 def _fixed(_: str) -> str:
@@ -76,6 +77,7 @@ class Baselines:
         self.session = session
         self.cache = ResultCache(max_entries=64)
         self._failed: dict[str, str] = {}
+        self._views: dict[str, ResultView] = {}  # the indexed baselines last compared with, by key
 
     def persist(self, on: bool) -> None:
         """Keep good baselines on disk too (``cache_folder("baselines")``), or in memory only."""
@@ -133,7 +135,7 @@ class Baselines:
         key = self._key(revision, state, files)
         cached = self.cache.get(key, _fixed)
         if cached is not None:
-            return compare_views(ResultView(cached), view, ref, revision.short)
+            return compare_views(self._view(key, cached), view, ref, revision.short)
         if key in self._failed:
             return Comparison(ref, revision.short, note=self._failed[key])
         texts = await git.read_files(root, revision, files)
@@ -160,6 +162,15 @@ class Baselines:
         title = f"{state.key.name}: now against {comparison.label}" + (f" ({comparison.commit})" if comparison.commit else "")
         job = build_render_job(state.key.root, comparison.diff, None, title)
         return await worker_client.render_html(job, html_path, python=self.session.settings.python)
+
+    def _view(self, key: str, result: dict) -> ResultView:
+        """``result`` indexed once: every analysis compares with the same baseline again."""
+        known = self._views.get(key)
+        if known is None or known.result is not result:
+            known = self._views[key] = ResultView(result)
+            while len(self._views) > _KEPT_VIEWS:
+                self._views.pop(next(iter(self._views)))
+        return known
 
     def _key(self, revision: git.Revision, state: TargetState, files: list[str]) -> str:
         settings = self.session.settings
@@ -195,10 +206,12 @@ class Baselines:
                                            memory_mb=limits.memory_mb)
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
+        error = result.get("error") or {}
         if result.get("ok"):
             self.cache.put(key, result, _fixed)
-        else:
-            error = result.get("error") or {}
+            if self.cache.get(key, _fixed) is None:  # an installed file changed meanwhile: never run it in a loop
+                self._failed[key] = "the baseline's libraries changed while it was analysed; save again"
+        elif error.get("kind") != "cancelled":  # (a cancelled one may run again)
             self._failed[key] = (f"the target at {revision.ref} could not be analysed "
                                  f"({error.get('kind', 'crash')}: {error.get('message', '')})").rstrip(": ")
         current = session.store.targets.get(state.key)
