@@ -20,12 +20,14 @@ MAX_ROWS = 10
 """Layer rows a hover shows; the rest are counted, and the full diff is behind the code lens."""
 
 
-def summary_text(comparison: Comparison, headline: str = DEFAULT_HEADLINE) -> str:
-    """``"+112 params · +50 % FLOPs"``: the parameters and the headline method's FLOPs, those that
-    changed since the baseline, or the calls added and removed, else ``"no change"``."""
+def summary_text(comparison: Comparison, headline: str = DEFAULT_HEADLINE, *, macs: bool = False) -> str:
+    """``"+112 params · +50 % FLOPs"``: the parameters and the headline method's FLOPs (and, with
+    ``macs``, its MACs), those that changed since the baseline, or the calls added and removed,
+    else ``"no change"``."""
     shown = method(headline)
     parts = []
-    for name, unit, relative in (("parameters", "params", False), (shown.flops, "FLOPs", True)):
+    rows = [("parameters", "params", False), (shown.macs, "MACs", True), (shown.flops, "FLOPs", True)]
+    for name, unit, relative in rows if macs else (rows[0], rows[2]):
         text = labels.change_text(comparison.total(name), relative)
         if text:
             parts.append(f"{text} {unit}")
@@ -76,7 +78,7 @@ def comparison_card(comparison: Comparison | None, headline: str = DEFAULT_HEADL
     shown = method(headline)
     if comparison.unchanged(shown.flops, shown.macs):
         return f"**No change {comparison.since}**."
-    parts = [f"**Changes {comparison.since}**: {summary_text(comparison, headline)}"]
+    parts = [f"**Changes {comparison.since}**: {summary_text(comparison, headline, macs=True)}"]
     rows = comparison.layer_rows(shown.flops)
     if rows:
         table = ["| " + " | ".join(HEADERS) + " |", "| --- | --- | --- | --- | --- | --- |"]
