@@ -21,6 +21,7 @@ from pathlib import Path
 
 from torchscan_lsp.cli.arguments import NO_TARGET, add_paths, add_workspace_arguments
 from torchscan_lsp.cli.check_formats import FORMATS
+from torchscan_lsp.cli.places import Places
 from torchscan_lsp.session.settings import HEADLINES
 from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
@@ -140,6 +141,7 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
         errors += 1
     explicit = {str(f.path) for f in files if f.explicit}
     settings = session.settings
+    places = Places(session)
     for rel, document in reported.items():
         lines = Lines(document.text, len)
         states = session.store.states_for_file(document.root, rel)
@@ -160,8 +162,10 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
                                        headline=settings.headline):
                 found.append((h.position.line, h.position.character, "hint", h.label, "hint"))
         name = _display(Path(document.path))
-        entries += [Entry(name, rel, line + 1, col + 1, sev, message, code)
-                    for line, col, sev, message, code in sorted(found, key=lambda entry: entry[:3])]  # ties: as built
+        for line, col, sev, message, code in sorted(found, key=lambda entry: entry[:3]):  # ties: as built
+            cell, line_in = places.cell(document.path, line + 1)
+            entries.append(Entry(name, rel, line_in, col + 1, sev, places.message(document.path, rel, message), code,
+                                 cell))
     return entries, errors, exceeded
 
 

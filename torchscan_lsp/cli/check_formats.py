@@ -1,7 +1,7 @@
 """The outputs of ``check``: text for terminals, GitHub workflow commands, and SARIF 2.1.0.
 
-* ``text``: ``FILE:LINE:COL: SEVERITY: MESSAGE``, severity ``error``, ``warning``, ``info`` or
-  ``hint`` (an inlay hint's label);
+* ``text``: ``FILE:LINE:COL: SEVERITY: MESSAGE`` (``FILE:cell N:LINE:COL`` in a notebook), severity
+  ``error``, ``warning``, ``info`` or ``hint`` (an inlay hint's label);
 * ``github``: one workflow command per diagnostic, ``::warning file=F,line=L,col=C,title=T::MESSAGE``
   (``error``, ``warning``, ``notice`` for information), escaped as the runner's toolkit escapes
   them (``%``, ``\\r``, ``\\n`` in a message; also ``:`` and ``,`` in a property), so that the
@@ -10,6 +10,9 @@
   scanning: a run of the tool ``torchscan-lsp`` with one rule per diagnostic code, one result
   per diagnostic (levels ``error``, ``warning``, ``note``), each located by its file relative to
   ``%SRCROOT%`` (the workspace root) and its 1-based line and column; hints are left out.
+
+In both file-based formats a notebook's entry is at the notebook's first line, its message starting
+with the cell and line (``cell 3:12: ...``): the lines of a notebook file are JSON, not cells.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Entry(NamedTuple):
         severity: ``error``, ``warning``, ``info`` or ``hint``.
         message: what is said (a hint's label).
         code: the diagnostic's code (``budget-exceeded``, ``uncounted_operator``...), ``hint`` for a hint.
+        cell: in a notebook, the cell (numbered from 1 among all cells) whose ``line`` it is; else ``None``.
     """
 
     shown: str
@@ -51,11 +55,26 @@ class Entry(NamedTuple):
     severity: str
     message: str
     code: str
+    cell: int | None = None
+
+    @property
+    def place(self) -> str:
+        """``FILE:LINE:COL``, or ``FILE:cell N:LINE:COL`` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.shown}:{cell}{self.line}:{self.column}"
+
+    def located(self) -> tuple[int, int, str]:
+        """The line, column and message a file-based format gives: a notebook's JSON has no lines
+        of cells, so a cell's entry is at the file's first line and its message starts with the
+        cell and line (``cell 3:12: ...``)."""
+        if self.cell is None:
+            return self.line, self.column, self.message
+        return 1, 1, f"cell {self.cell}:{self.line}: {self.message}"
 
 
 def text_lines(entries: Iterable[Entry]) -> list[str]:
     """``FILE:LINE:COL: SEVERITY: MESSAGE`` per entry."""
-    return [f"{e.shown}:{e.line}:{e.column}: {e.severity}: {e.message}" for e in entries]
+    return [f"{e.place}: {e.severity}: {e.message}" for e in entries]
 
 
 def _escape_data(text: str) -> str:
@@ -72,9 +91,10 @@ def github_lines(entries: Iterable[Entry]) -> list[str]:
     for e in entries:
         if e.severity not in _GITHUB:
             continue
+        line, column, message = e.located()
         properties = ",".join(f"{name}={_escape_property(str(value))}" for name, value in (
-            ("file", e.rel), ("line", e.line), ("col", e.column), ("title", f"torchscan {e.code}")))
-        out.append(f"::{_GITHUB[e.severity]} {properties}::{_escape_data(e.message)}")
+            ("file", e.rel), ("line", line), ("col", column), ("title", f"torchscan {e.code}")))
+        out.append(f"::{_GITHUB[e.severity]} {properties}::{_escape_data(message)}")
     return out
 
 
@@ -85,13 +105,14 @@ def sarif_log(entries: Iterable[Entry], root: Path) -> dict:
         if e.severity not in _SARIF:
             continue
         rules.setdefault(e.code, {"id": e.code, "shortDescription": {"text": f"torchscan-lsp: {e.code}"}})
+        line, column, message = e.located()
         results.append({
             "ruleId": e.code,
             "level": _SARIF[e.severity],
-            "message": {"text": e.message},
+            "message": {"text": message},
             "locations": [{"physicalLocation": {
                 "artifactLocation": {"uri": e.rel, "uriBaseId": "%SRCROOT%"},
-                "region": {"startLine": max(1, e.line), "startColumn": max(1, e.column)}}}],
+                "region": {"startLine": max(1, line), "startColumn": max(1, column)}}}],
         })
     return {
         "$schema": SARIF_SCHEMA,

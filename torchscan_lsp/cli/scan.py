@@ -37,6 +37,7 @@ from torchscan_lsp.cli.scan_output import (
     report_measurement_problems,
     write_html,
 )
+from torchscan_lsp.cli.places import Places
 from torchscan_lsp.cli.session import command_session, time_alone
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.controller import Session
@@ -147,6 +148,7 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     root = Path(args.root).resolve() if args.root else find_root(paths)
     session, problems = command_session(str(root), python=args.python, timeout=args.timeout,
                                         memory_mb=args.memory_limit_mb, compare_with="off")  # (check compares)
+    out.places = Places(session)
     config_error = session.config_error(str(root))
     if config_error is not None:
         for problem in config_error.problems:
@@ -215,7 +217,7 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
             report_measurement_problems(out, Path(state.key.root), shown, state.target, result)
             if tables:
                 print_table(stdout, shown, state, result, headline=session.settings.headline,
-                            receptive_field_notes=receptive_field_notes)
+                            receptive_field_notes=receptive_field_notes, places=out.places)
                 stdout.flush()
     finally:
         session.shutdown()

@@ -36,15 +36,15 @@ def _findings(state: TargetState, headline: str, notes: bool) -> list[tuple[str,
             for found in result_findings(state, name, None, headline=headline, receptive_field_notes=notes)]
 
 
-def _line(root: str, name: str, found: Finding, display: Callable[[Path], str], severity: str | None = None) -> str:
-    return f"  {display(Path(root, name))}:{found.line}: {severity or found.severity}: {found.message}"
+def _line(root: str, name: str, found: Finding, place: Callable[[Path, int], str], severity: str | None = None) -> str:
+    return f"  {place(Path(root, name), found.line)}: {severity or found.severity}: {found.message}"
 
 
-def diagnostic_lines(state: TargetState, headline: str, display: Callable[[Path], str], *,
+def diagnostic_lines(state: TargetState, headline: str, place: Callable[[Path, int], str], *,
                      receptive_field_notes: bool = False) -> list[str]:
     """The diagnostics part of ``state``'s table: a heading and one line per folded finding of the
-    headline method, then of the other method (``display``: a path as ``scan`` prints it). Empty
-    when neither method misses anything."""
+    headline method, then of the other method (``place``: a file and line as ``scan`` prints them,
+    ``models/net.py:12`` or ``nb.ipynb:cell 3:2``). Empty when neither method misses anything."""
     if state.view is None:
         return []
     shown, rest = method(headline), other(headline)
@@ -57,11 +57,11 @@ def diagnostic_lines(state: TargetState, headline: str, display: Callable[[Path]
     root = state.key.root
     if first:
         lines.append(f"Diagnostics of the {shown.title} (the headline) and the parameters ({len(first)}):")
-        lines += [_line(root, name, found, display) for name, found in first]
+        lines += [_line(root, name, found, place) for name, found in first]
     if second:
         lines.append(f"Also missed by the {rest.title} ({len(second)}):")
         # the editor does not warn about them: detail, as in its hover
-        lines += [_line(root, name, found, display, "note") for name, found in second]
+        lines += [_line(root, name, found, place, "note") for name, found in second]
     if lines:
         lines.append("  (--format json lists each report diagnostic in full)")
     return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
+from torchscan_lsp.cli.places import Places
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.messages import render_attachments
 from torchscan_lsp.contract.metrics import metric_value
@@ -40,16 +41,23 @@ def display(path: Path) -> str:
 
 
 class Output:
-    """Collects problems (to stderr, one line each) and tracks whether any was an error."""
+    """Collects problems (to stderr, one line each) and tracks whether any was an error.
+
+    Attributes:
+        places: how a line is named (``FILE:LINE``; ``FILE:cell N:LINE`` in a notebook once the
+            session is known).
+    """
 
     def __init__(self, err: TextIO):
         self.err = err
         self.failed = False
+        self.places = Places()
 
     def problem(self, file: str, line: int | None, message: str, severity: str = "error") -> None:
+        """Print ``file:line: severity: message`` on one line (``file`` as shown)."""
         if severity == "error":
             self.failed = True
-        where = f"{file}:{line}" if line else file
+        where = self.places.at(file, line)
         text = " ".join(str(message).split())
         print(f"{where}: {severity}: {text}", file=self.err, flush=True)
 
@@ -132,18 +140,22 @@ def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
 
 
 def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], *, headline: str,
-                receptive_field_notes: bool = False) -> None:
+                receptive_field_notes: bool = False, places: Places | None = None) -> None:
     """``state``'s summary table, its diagnostics as the editor folds them (headline method first:
-    :mod:`torchscan_lsp.cli.scan_findings`) and its measurements."""
+    :mod:`torchscan_lsp.cli.scan_findings`) and its measurements; ``places`` names the lines."""
     from torchscan_lsp.cli.scan_findings import diagnostic_lines
     from torchscan_lsp.engine.reporting.table import format_info
 
+    places = places or Places()
     target = state.target
-    title = f"{shown}:{target.line}: {target.name}"
-    print(title, file=stdout)
+    print(f"{places.at(shown, target.line)}: {target.name}", file=stdout)
     report = result["report"]
     print(format_info(report, diagnostics_footer=False), file=stdout)
-    for line in diagnostic_lines(state, headline, display, receptive_field_notes=receptive_field_notes):
+
+    def place(path: Path, line: int) -> str:
+        return places.at(display(path), line)
+
+    for line in diagnostic_lines(state, headline, place, receptive_field_notes=receptive_field_notes):
         print(line, file=stdout)
     measurements = result.get("measurements") or {}
     for line in _measurement_lines(measurements):

@@ -22,8 +22,9 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from torchscan_lsp.server import code_lens, commands, diagnostics, documents, hover, inlay_hints
+from torchscan_lsp.server import code_lens, commands, diagnostics, documents, hover, inlay_hints, notebooks
 from torchscan_lsp.server.features import ClientFacts
+from torchscan_lsp.server.notebooks import NOTEBOOK_SYNC, CellRouting, Notebooks
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.status import Progress
 from torchscan_lsp.server.watcher import WorkspaceWatcher
@@ -49,7 +50,7 @@ class TorchscanServer(LanguageServer):
 
     def __init__(self) -> None:
         # No handler runs on pygls' thread pool: its one thread reads stdin.
-        super().__init__("torchscan-lsp", package_version(), max_workers=1)
+        super().__init__("torchscan-lsp", package_version(), max_workers=1, notebook_document_sync=NOTEBOOK_SYNC)
         self.session = Session(listener=self, keep_results=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
@@ -57,6 +58,7 @@ class TorchscanServer(LanguageServer):
         self.progress = Progress(self.work_done_progress, self.protocol.notify, lambda: self.client,
                                  self.session.preloaded_packages)
         self.watcher = WorkspaceWatcher(self)
+        self.notebooks = Notebooks(self)
 
     # errors ------------------------------------------------------------------------------------
 
@@ -74,8 +76,8 @@ class TorchscanServer(LanguageServer):
         return root_for(path, [f for f in folders if f])
 
     def document(self, uri: str) -> Document | None:
-        """The tracked document of ``uri``, or ``None``."""
-        path = to_fs_path(uri)
+        """The tracked document of ``uri`` (a notebook cell's: its notebook's), or ``None``."""
+        path = to_fs_path(uri) or self.notebooks.path_of_cell(uri)
         return self.session.store.documents.get(str(Path(path).resolve())) if path else None
 
     def buffer_text(self, uri: str) -> str:
@@ -177,6 +179,9 @@ class TorchscanServer(LanguageServer):
         if self.client.pull_diagnostics:
             return
         items = self.diagnostics_for(document)
+        if document.program is not None:  # a notebook: each cell its own
+            self.notebooks.publish(document, items)
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
 
@@ -207,7 +212,7 @@ def create_server() -> TorchscanServer:
         if isinstance(options.get("settings"), dict):
             ls.client_settings = options["settings"]
         if ls.client.pull_diagnostics:
-            diagnostics.register_pull(ls)
+            diagnostics.register_pull(CellRouting(ls))
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
@@ -229,8 +234,10 @@ def create_server() -> TorchscanServer:
         ls.watcher.stop()
         ls.session.shutdown()
 
-    for module in (documents, inlay_hints, hover, code_lens, commands):
+    for module in (documents, notebooks, commands):
         module.register(server)
+    for feature in (inlay_hints, hover, code_lens):  # answered on notebook cells too
+        feature.register(CellRouting(server))
     return server
 
 

@@ -20,12 +20,13 @@ from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job, effective_options
+from torchscan_lsp.session.notebooks import NotebookError, Program
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
 from torchscan_lsp.session.settings import Settings, resolve
 from torchscan_lsp.session.state import Document, Store, TargetState, content_hash, relative
-from torchscan_lsp.session.workspace import MARKER, SourceFile, WorkspaceConfig, read_config, read_source
+from torchscan_lsp.session.workspace import MARKER, SourceFile, WorkspaceConfig, read_config, read_document
 from torchscan_lsp.worker import client as worker_client
 from torchscan_lsp.worker import pool
 
@@ -118,14 +119,15 @@ class Session:
 
     # documents -------------------------------------------------------------------------------
 
-    def open(self, path: str, root: str, text: str, *, saved: bool = True) -> Document:
-        """Track (or re-track) a document and scan it; returns it. Does not analyse."""
+    def open(self, path: str, root: str, text: str, *, saved: bool = True, program: Program | None = None) -> Document:
+        """Track (or re-track) a document and scan it; returns it. Does not analyse. A notebook
+        comes with its ``program`` (:mod:`.notebooks`), whose text is ``text``."""
         rel = relative(path, root) or Path(path).name
         document = self.store.documents.get(path)
         if document is None:
             document = Document(path=path, root=root, rel=rel, text=text, saved_hash=content_hash(text))
             self.store.documents[path] = document
-        document.text = text
+        document.text, document.program = text, program if program is not None else document.program
         if saved:
             document.saved_hash = content_hash(text)
         self._rescan(document)
@@ -138,27 +140,31 @@ class Session:
         documents, problems = [], []
         for source in files:
             try:
-                text = read_source(source.path)
+                text, program = read_document(source.path)
             except OSError as error:
                 problems.append((source.path, "no such file" if isinstance(error, FileNotFoundError)
                                  else f"cannot read: {error.strerror or error}"))
+                continue
+            except NotebookError as error:
+                problems.append((source.path, str(error)))
                 continue
             except (SyntaxError, UnicodeDecodeError) as error:
                 problems.append((source.path, f"cannot decode the file: {error}"))
                 continue
             if source.explicit or MARKER in text:
-                documents.append(self.open(str(source.path), root, text))
+                documents.append(self.open(str(source.path), root, text, program=program))
         return documents, problems
 
     def close(self, path: str) -> None:
         """Stop tracking an editor buffer (its targets' states stay, for the other files)."""
         self.store.documents.pop(path, None)
 
-    def edit(self, path: str, text: str) -> list[TargetState]:
-        """New unsaved text: rescan, mark the file's results stale, and (with ``analyzeOnType``)
-        schedule a debounced analysis of the buffer. Returns the file's target states."""
+    def edit(self, path: str, text: str, program: Program | None = None) -> list[TargetState]:
+        """New unsaved text (a notebook's new ``program``): rescan, mark the file's results stale,
+        and (with ``analyzeOnType``) schedule a debounced analysis of the buffer. Returns the
+        file's target states."""
         document = self.store.documents[path]
-        document.text = text
+        document.text, document.program = text, program if program is not None else document.program
         states = self._rescan(document)
         for state in states:
             state.stale = state.view is not None and content_hash(text) != state.analysed_hash
@@ -188,8 +194,8 @@ class Session:
             if document is not None:
                 return document.saved_hash
             try:
-                return content_hash(Path(path).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError):
+                return content_hash(read_document(path)[0])
+            except (OSError, SyntaxError, UnicodeDecodeError, NotebookError):
                 return None
 
         return digest
@@ -204,7 +210,7 @@ class Session:
         """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
         defaults = self.workspace_config(document.root).defaults
         return build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
-                         source_text=document.text if unsaved else None)
+                         source_text=document.text if unsaved or document.program is not None else None)
 
     def analyse(self, document: Document, names: Iterable[str] | None = None, *, measure: Iterable[str] = (),
                 unsaved: bool = False, delay_s: float = 0.0, use_cache: bool = True) -> list[TargetState]:
@@ -251,8 +257,9 @@ class Session:
             owner = self.store.documents.get(owner_path)
             if owner is None:  # the target's file is not open: read it from disk
                 try:
-                    owner = self.open(owner_path, state.key.root, Path(owner_path).read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError):
+                    text, program = read_document(owner_path)
+                    owner = self.open(owner_path, state.key.root, text, program=program)
+                except (OSError, SyntaxError, UnicodeDecodeError, NotebookError):
                     continue
             self.analyse(owner, [state.key.name])
 

@@ -62,6 +62,8 @@ def rescan(document: Document) -> set[str]:
     except Exception as error:  # a scanner bug must not take the server down
         log.exception("target scan failed for %s", document.path)
         targets, problems = [], [ScanFailure(f"torchscan could not scan this file: {error}")]
+    if document.program is not None:  # a notebook's left-out IPython lines, said where they are
+        problems += document.program.notices
     retained: set[str] = set()
     if any(_is_error(p) for p in problems):
         names = {t.name for t in targets}

@@ -15,6 +15,7 @@ from typing import Any, Iterable, NamedTuple
 
 from torchscan_lsp.session.deltas import Comparison
 from torchscan_lsp.session.line_map import IDENTITY, LineMap
+from torchscan_lsp.session.notebooks import Program
 from torchscan_lsp.session.results import LineInfo, ResultView
 
 
@@ -53,6 +54,8 @@ class Document:
         problems: problems of the latest scan (syntax errors, bad pragmas).
         retained: names of targets the latest scan lost to an error, kept with their last results.
         scanned_text: the text of the latest scan, so that retained targets follow later edits.
+        program: for a Jupyter notebook, its code cells joined (:class:`~.notebooks.Program`),
+            whose ``text`` is :attr:`text` and whose map names the cell of each line; else ``None``.
     """
 
     path: str
@@ -64,6 +67,7 @@ class Document:
     problems: list[Any] = field(default_factory=list)
     retained: set[str] = field(default_factory=set)
     scanned_text: str = ""
+    program: Program | None = None
 
     @property
     def lines(self) -> list[str]:

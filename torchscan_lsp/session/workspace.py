@@ -6,9 +6,10 @@ about where a workspace starts, which folders hold no model code, or what ``pypr
 * the root of a command's paths is the nearest folder above the first one that holds
   ``pyproject.toml`` or ``.git`` (:func:`find_root`); the editor's is its workspace folder
   (:func:`root_for`);
-* a folder is searched for ``*.py`` files, skipping hidden folders (``.git``, ``.venv``, ``.tox``)
-  and :data:`SKIPPED_DIRS`; a file found that way is analysed only when it mentions
-  ``torchscan`` (a file named on the command line always is) (:func:`python_files`);
+* a folder is searched for ``*.py`` files and Jupyter notebooks (``*.ipynb``), skipping hidden
+  folders (``.git``, ``.venv``, ``.ipynb_checkpoints``) and :data:`SKIPPED_DIRS`; a file found that
+  way is analysed only when it mentions ``torchscan`` (a file named on the command line always is)
+  (:func:`python_files`);
 * ``[tool.torchscan-lsp]`` is read once per root (:func:`read_config`): its options, validated as
   pragma options are, become every target's defaults, and its ``device``, ``timeout`` and
   ``compare_with`` the defaults of the ``torchscan.device``, ``torchscan.timeoutSeconds`` and
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from torchscan_lsp.session.notebooks import NOTEBOOK_SUFFIX, Program, is_notebook, read_program
 from torchscan_lsp.targets import WorkspaceConfigError, load_workspace_defaults
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "root_for",
     "python_files",
     "read_source",
+    "read_document",
     "read_config",
 ]
 
@@ -110,8 +113,8 @@ def _skipped(name: str) -> bool:
 
 
 def python_files(paths: Iterable[Path]) -> list[SourceFile]:
-    """The files named in ``paths`` and the ``*.py`` files under the folders named there, in
-    order (each folder's files sorted), each once."""
+    """The files named in ``paths`` and the ``*.py`` and ``*.ipynb`` files under the folders named
+    there, in order (each folder's files sorted), each once."""
     found: dict[Path, SourceFile] = {}
     for path in paths:
         if not path.is_dir():
@@ -122,7 +125,7 @@ def python_files(paths: Iterable[Path]) -> list[SourceFile]:
             dirnames[:] = sorted(d for d in dirnames if not _skipped(d))
             for name in sorted(filenames):
                 resolved = Path(dirpath, name).resolve()
-                if name.endswith(".py") and resolved not in found:
+                if name.endswith((".py", NOTEBOOK_SUFFIX)) and resolved not in found:
                     found[resolved] = SourceFile(resolved, False)
     return list(found.values())
 
@@ -135,6 +138,21 @@ def read_source(path: Path) -> str:
         SyntaxError, UnicodeDecodeError: its bytes do not decode.
     """
     return importlib.util.decode_source(path.read_bytes())
+
+
+def read_document(path: str | Path) -> tuple[str, Program | None]:
+    """The text the session analyses of the file at ``path``, and its program when it is a Jupyter
+    notebook (the code cells joined: :mod:`.notebooks`), else ``None``.
+
+    Raises:
+        OSError: the file cannot be read.
+        SyntaxError, UnicodeDecodeError: a Python file's bytes do not decode.
+        NotebookError: a notebook is not valid JSON, not nbformat 4, or not Python.
+    """
+    if is_notebook(path):
+        program = read_program(path)
+        return program.text, program
+    return read_source(Path(path)), None
 
 
 def read_config(root: str | Path) -> WorkspaceConfig:

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
+import linecache
 import os
 import sys
 import types
@@ -15,6 +16,16 @@ from typing import Any
 from torchscan_lsp.worker.attribution import Workspace
 
 __all__ = ["ImportScope"]
+
+NOTEBOOK = ".ipynb"
+"""A Jupyter notebook's suffix: the job's source text holds its code cells, joined."""
+
+
+def _display(*objects: Any, **options: Any) -> None:
+    """IPython's ``display`` for a notebook run outside IPython: each object's ``repr``, printed (a
+    job's prints go to its log, never to the protocol)."""
+    for shown in objects:
+        print(repr(shown))
 
 
 class ImportScope:
@@ -102,7 +113,7 @@ class ImportScope:
             rel = real.relative_to(self.workspace.root)
         except ValueError:
             rel = None
-        if rel is not None:
+        if rel is not None and real.suffix != NOTEBOOK:  # a notebook is no module of a package
             parts = list(rel.with_suffix("").parts)
             if parts and parts[-1] == "__init__":
                 parts = parts[:-1]
@@ -128,11 +139,19 @@ class ImportScope:
         for package, directory in parents:
             self._import_package(package, directory)
         is_package = path.name == "__init__.py"
+        notebook = path.suffix == NOTEBOOK
         spec = importlib.util.spec_from_file_location(
-            name, str(path), submodule_search_locations=[str(path.parent)] if is_package else None
+            name, str(path), submodule_search_locations=[str(path.parent)] if is_package else None,
+            # no loader is known for a notebook's suffix; the source comes with the job anyway
+            loader=importlib.machinery.SourceFileLoader(name, str(path)) if notebook else None,
         )
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
+        if notebook:
+            # tracebacks and inspect.getsource read the program's lines, never the notebook's JSON
+            linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
+            # IPython makes display() a builtin; cells call it to show what they built
+            module.__dict__["display"] = _display
         self._shadow(name)
         sys.modules[name] = module
         if parents:

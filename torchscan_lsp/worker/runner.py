@@ -170,6 +170,9 @@ class _Job:
             return text
         assert self.file is not None and self.blame is not None
         rel = self.blame.rel_file
+        if self.file.suffix == ".ipynb":  # its JSON is no program: the session joins the cells
+            raise JobError("import", f"{rel} is a notebook: its job must carry the joined code cells as source_text",
+                           type_name="JobError", file=rel, line=None)
         try:
             data = self.file.read_bytes()
         except OSError as error:

@@ -1,6 +1,7 @@
 """Which files are the workspace's: the one rule for every location a result names (torch-free).
 
-A file is a *workspace file* when it is a Python source file (``.py``, ``.pyw``: never
+A file is a *workspace file* when it is a Python source file (``.py``, ``.pyw``; or a Jupyter
+notebook, ``.ipynb``, whose cells the job carries joined as its source text: never
 ``<frozen runpy>``, ``<string>`` or another pseudo-file a stack names) under the workspace root,
 outside this project's package, an interpreter prefix inside the root (a virtual environment),
 hidden folders and ``site-packages``/``dist-packages``/``node_modules``/``__pycache__``. It is named
@@ -16,12 +17,15 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["PACKAGE_DIR", "Workspace", "real_path", "under"]
+__all__ = ["PACKAGE_DIR", "SOURCE_SUFFIXES", "Workspace", "real_path", "under"]
 
 PACKAGE_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """This project's package folder, whose files are never the workspace's."""
 
 _EXCLUDED_PARTS = {"site-packages", "dist-packages", "node_modules", "__pycache__"}
+
+SOURCE_SUFFIXES = (".py", ".pyw", ".ipynb")
+"""The suffixes of the files whose code a workspace's stacks run."""
 
 
 @functools.lru_cache(maxsize=65536)
@@ -61,7 +65,7 @@ class Workspace:
         return result
 
     def _relative(self, filename: str) -> str | None:
-        if filename.startswith("<") or not filename.endswith((".py", ".pyw")):
+        if filename.startswith("<") or not filename.endswith(SOURCE_SUFFIXES):
             return None
         real = real_path(filename)
         if not real.startswith(self.root + os.sep):
