@@ -24,6 +24,18 @@ import { StatusBar, StatusParams } from './status';
 import { ReportPanels } from './reportView';
 import { currentInitializationOptions, restrictedModeLenses } from './trust';
 
+/**
+ * The documents the client hands the server: Python files, unsaved Python editors and the Python
+ * cells of Jupyter notebooks. A cell's document has the `vscode-notebook-cell` scheme, so the file
+ * filters miss it; the notebook filter makes hints, hovers and lenses reach cells, and the client
+ * syncs the notebooks themselves through LSP 3.17 notebook messages, which the server registers.
+ */
+export const DOCUMENT_SELECTOR = [
+  { scheme: 'file', language: 'python' },
+  { scheme: 'untitled', language: 'python' },
+  { notebook: 'jupyter-notebook', language: 'python' },
+];
+
 /** Crashes of a running server that are restarted before the session gives up. */
 const MAX_RESTARTS = 3;
 /** Lines of the server's stderr kept to explain an exit. */
@@ -212,10 +224,7 @@ export class ServerSession implements vscode.Disposable {
 
   private clientOptions(): LanguageClientOptions {
     return {
-      documentSelector: [
-        { scheme: 'file', language: 'python' },
-        { scheme: 'untitled', language: 'python' },
-      ],
+      documentSelector: DOCUMENT_SELECTOR,
       outputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationOptions: currentInitializationOptions(),

@@ -24,7 +24,7 @@ export class LanguageClient {
     readonly id: string,
     readonly name: string,
     readonly serverOptions: unknown,
-    readonly clientOptions: { initializationOptions?: unknown },
+    readonly clientOptions: { initializationOptions?: unknown; documentSelector?: unknown },
   ) {
     control.created.push(this);
   }

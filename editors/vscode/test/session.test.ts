@@ -131,6 +131,19 @@ test('the client tells the server whether the workspace is trusted', async () =>
   }
 });
 
+test('the client selects Python files, unsaved Python editors and the Python cells of Jupyter notebooks', async () => {
+  vi.mocked(probeInterpreter).mockResolvedValue({ ok: true, version: '0.1.0', torch: true });
+  useWorkspace({ trusted: true });
+  const { session } = newSession();
+  await session.start();
+  // a notebook cell's document has the vscode-notebook-cell scheme: only the notebook filter takes it
+  expect(clients.created[0].clientOptions.documentSelector).toEqual([
+    { scheme: 'file', language: 'python' },
+    { scheme: 'untitled', language: 'python' },
+    { notebook: 'jupyter-notebook', language: 'python' },
+  ]);
+});
+
 describe('the server process', () => {
   test('each stderr line is logged once, and the client gets streams, not the process', async () => {
     useWorkspace({ trusted: true, settings: { 'torchscan.python': '/usr/bin/python3' } });
