@@ -175,13 +175,14 @@ class TorchscanServer(LanguageServer):
                                              options=self.session.target_options)
 
     def publish(self, document: Document) -> None:
-        """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""
+        """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to). A
+        notebook's are pushed to its cells in any case (:meth:`Notebooks.publish`)."""
+        if document.program is not None:
+            self.notebooks.publish(document, self.diagnostics_for(document))
+            return
         if self.client.pull_diagnostics:
             return
         items = self.diagnostics_for(document)
-        if document.program is not None:  # a notebook: each cell its own
-            self.notebooks.publish(document, items)
-            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
 

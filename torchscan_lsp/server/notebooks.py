@@ -13,7 +13,8 @@ Requests about a cell (inlay hints, hover, code lens, pulled diagnostics) are tr
 (:class:`CellRouting`): the cell's document and position become the notebook's and the program's,
 the feature answers for the notebook's document as for any file, and its answer is kept to the
 cell's lines and moved back onto them; ``nb.ipynb:14`` in a message becomes ``nb.ipynb:cell 3:2``.
-Pushed diagnostics are split by cell (:meth:`Notebooks.publish`). No feature module knows notebooks.
+Diagnostics are pushed to each cell, to a client that pulls them too (:meth:`Notebooks.publish` says
+why). No feature module knows notebooks.
 
 Cells are numbered from 1 among all of a notebook's cells: the sync asks for markdown and raw cells
 too, so the numbers are those of the file (and of ``torchscan-lsp check``).
@@ -99,7 +100,13 @@ class Notebooks:
 
     def publish(self, document: Document, items: list[types.Diagnostic]) -> None:
         """Push the program's diagnostics ``items`` to the cells they are on (an empty list to the
-        cells that had some before)."""
+        cells that had some before).
+
+        Cells' diagnostics are pushed even to a client that pulls diagnostics: VS Code's language
+        client 9 pulls only documents shown in tabs, and a cell is none (vscode-languageserver-node
+        issue 1464, fixed for its version 10), so pulled cell diagnostics never reach its Problems.
+        A cell's pull is answered empty (:func:`_diagnostics`): VS Code keeps pushed and pulled
+        diagnostics apart, and each would show twice otherwise."""
         program = document.program
         assert program is not None
         by_cell: dict[str, list[types.Diagnostic]] = {span.cell.key: [] for span in program.spans if span.cell.key}
@@ -191,13 +198,8 @@ def _code_lenses(ls: Editor, params: types.CodeLensParams, handler: Handler, fou
 
 def _diagnostics(ls: Editor, params: types.DocumentDiagnosticParams, handler: Handler,
                  found: tuple[Document, Span]) -> Any:
-    document, span = found
-    assert document.program is not None
-    asked = attrs.evolve(params, text_document=types.TextDocumentIdentifier(uri=from_fs_path(document.path)))
-    report = handler(ls, asked)
-    items = [_diagnostic_in(item, span, document.program, document.rel)
-             for item in report.items if _inside(item.range.start.line, span)]
-    return types.FullDocumentDiagnosticReport(items=items)
+    # a cell's diagnostics are pushed, to pulling clients too (Notebooks.publish)
+    return types.FullDocumentDiagnosticReport(items=[])
 
 
 _TRANSLATIONS = {
@@ -297,5 +299,4 @@ def register(server: LanguageServer) -> None:
         if path is None:
             return
         ls.session.close(path)
-        if not ls.client.pull_diagnostics:
-            ls.notebooks.clear(path)
+        ls.notebooks.clear(path)
