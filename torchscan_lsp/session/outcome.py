@@ -1,7 +1,8 @@
 """A job's outcome: made ready off the event loop, then taken by its target state on it.
 
-Taking a result costs time that grows with the model: indexing it (:class:`~.results.ResultView`)
-and reading the files it names lines of (its lines follow later edits of those texts). The session
+Taking a result costs time that grows with the model: indexing it (:class:`~.results.ResultView`,
+and the module summaries the hints of the target's own file show), and reading the files it names lines of (its lines follow
+later edits of those texts). The session
 does both in a thread (:func:`prepare`), so that hints and hovers are answered meanwhile, and only
 assigns on the event loop (:func:`take`), where the features read the states.
 """
@@ -34,9 +35,11 @@ class Outcome(NamedTuple):
 
 def prepare(key: TargetKey, result: dict, text: str) -> Outcome:
     """Make ``result`` of target ``key``'s job, whose target file read ``text``, ready to be taken:
-    index it and read the texts it was computed from. Reads files: call it off the event loop."""
+    index it, sum what its hints show, and read the texts it was computed from. Reads files and
+    takes time in proportion to the model: call it off the event loop."""
     if result.get("ok"):
         view = ResultView(result)
+        view.warm(key.file)
         return Outcome(result, text, view, _texts(key, text, {file for file, _ in view.lines}))
     return Outcome(result, text, None, _texts(key, text, {(result.get("error") or {}).get("file")} - {None}))
 
