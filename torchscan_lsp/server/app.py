@@ -144,6 +144,8 @@ class TorchscanServer(LanguageServer):
         became_allowed = new.allowExecution and not old.allowExecution
         if self.settings_ready.is_set() and (became_allowed or new.python != old.python):
             self.session.reanalyse_all()
+        elif new.compareWith != old.compareWith:  # the same results, other baselines
+            asyncio.ensure_future(self.session.baselines.compare(list(self.session.store.targets.values())))
         shown = (new.headline, new.receptiveFieldNotes) != (old.headline, old.receptiveFieldNotes)
         if shown:  # other numbers and other diagnostics on every open document
             for document in list(self.session.store.documents.values()):
@@ -175,7 +177,8 @@ class TorchscanServer(LanguageServer):
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
                                              self.states_for(document), self.session.config_error(document.root),
                                              self.client.name, path=document.path, headline=settings.headline,
-                                             receptive_field_notes=settings.receptiveFieldNotes)
+                                             receptive_field_notes=settings.receptiveFieldNotes,
+                                             options=self.session.target_options)
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""

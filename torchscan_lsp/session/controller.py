@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
-from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.jobs import Limits, build_job, build_render_job, effective_options
 from torchscan_lsp.session.outcome import Outcome, prepare, take
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
@@ -85,6 +86,7 @@ class Session:
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
+        self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
         self._told_cache_problem: str | None = None
 
@@ -119,6 +121,7 @@ class Session:
         old, self.settings = self.settings, new
         self.scheduler.set_max_workers(new.maxWorkers)
         self.cache.persist((lambda: cache_folder("results")) if self.keep_results and new.cacheResults else None)
+        self.baselines.persist(self.keep_results and new.cacheResults)
         self._tell_cache_problem()
         return old, problems
 
@@ -215,6 +218,11 @@ class Session:
 
         return digest
 
+    def target_options(self, state: TargetState) -> dict[str, Any]:
+        """The options ``state``'s target runs with (:func:`~.jobs.effective_options`): its budgets
+        among them."""
+        return effective_options(state.target, self.workspace_config(state.key.root).defaults, self.settings)
+
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:
         """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
@@ -289,6 +297,7 @@ class Session:
                 if self.scheduler.is_current(state.key, task):
                     take(state, kept)
                     self._notify([state], before)
+                    self.scheduler.submit(("compare", state.key), lambda s=state: self.baselines.compare([s]))
                 return
         async with self.scheduler.slot():
             await self._run_worker(state, task, job, limits, key, text, before)
@@ -298,6 +307,7 @@ class Session:
         state.running = True
         self.listener.job_started(state, task)
         self._notify([state], set())
+        ahead = self.baselines.resolve_ahead(state)  # git answers while the worker runs
         try:
             result = await self.run_job(job, python=limits.python, timeout_s=limits.timeout_s,
                                         memory_mb=limits.memory_mb)
@@ -315,9 +325,12 @@ class Session:
             await asyncio.to_thread(self.cache.put, key, result, self.file_hash(job["workspace_root"]))
             self._tell_cache_problem()
         outcome = await asyncio.to_thread(prepare, state.key, result, text)
-        if self.scheduler.is_current(state.key, task):
-            take(state, outcome)
-            self._notify([state], before)
+        if not self.scheduler.is_current(state.key, task):
+            return
+        take(state, outcome)
+        if result.get("ok"):  # its deltas with it, in the same refresh
+            await self.baselines.refresh(state, ahead)
+        self._notify([state], before)
 
     def _kept(self, state: TargetState, key: str, root: str, text: str) -> Outcome | None:
         """The kept result of ``key`` that still holds, prepared; ``None`` without one. Runs in a
@@ -331,6 +344,10 @@ class Session:
         if problem is not None and problem != self._told_cache_problem:
             self._told_cache_problem = problem
             self.listener.notice(problem)
+
+    def notify_states(self, states: list[TargetState]) -> None:
+        """Tell the listener that ``states`` changed (a baseline arrived)."""
+        self._notify(states, set())
 
     def _notify(self, states: list[TargetState], before: set[str]) -> None:
         files: set[tuple[str, str]] = set()

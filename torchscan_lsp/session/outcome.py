@@ -45,14 +45,17 @@ def prepare(key: TargetKey, result: dict, text: str) -> Outcome:
 
 
 def take(state: TargetState, outcome: Outcome) -> TargetState:
-    """Make ``outcome`` ``state``'s latest: a success replaces the good result and clears the
-    failure; a failure keeps the good result, marked stale. Either way the state is no longer
+    """Make ``outcome`` ``state``'s latest: a success replaces the good result (the one before
+    becomes ``previous_view``, and the comparison with a baseline is dropped until it is made
+    again) and clears the failure; a failure keeps the good result, marked stale. Either way the state is no longer
     running. Returns ``state``."""
     result = outcome.result
     state.running = False
     if outcome.view is not None:
         state.analysed_hash = content_hash(outcome.text)
+        state.previous_view = state.view
         state.view = outcome.view
+        state.comparison = None  # compared with the new result next, never the old one's deltas on it
         state.set_analysed_texts(outcome.texts)
         state.error = None
         state.stale = False

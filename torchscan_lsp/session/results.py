@@ -177,13 +177,13 @@ class ResultView:
         return {"shared_elements": elements, "shared_with": owners}
 
     @functools.cached_property
-    def _known_paths(self) -> dict[str, None]:
+    def known_paths(self) -> dict[str, None]:
         """Every module path the result names (called or never called itself), in call order."""
         return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
 
     def children(self, path: str) -> list[str]:
         """The direct children of module ``path`` that the result names, in first-call order."""
-        return [p for p in self._known_paths if p and ancestors(p)[-1] == path]
+        return [p for p in self.known_paths if p and ancestors(p)[-1] == path]
 
     def line_modules(self, defined: Iterable[str]) -> list[str]:
         """The modules a line built, as it should be summed and named: the outermost of ``defined``

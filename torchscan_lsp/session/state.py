@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from torchscan_lsp.session.deltas import Comparison
 from torchscan_lsp.session.line_map import IDENTITY, LineMap
 from torchscan_lsp.session.results import LineInfo, ResultView
 
@@ -92,6 +93,9 @@ class TargetState:
             text (:meth:`line_map`), so hints and hovers follow unsaved edits.
         error_texts: the same for the latest failure (the file that raised), so that its error
             follows unsaved edits too.
+        previous_view: the good result before :attr:`view` (the baseline ``"save"``).
+        comparison: the good result against its baseline (:mod:`~torchscan_lsp.session.baselines`),
+            or ``None`` (``compare_with="off"``, or not compared yet).
     """
 
     key: TargetKey
@@ -105,6 +109,8 @@ class TargetState:
     analysed_hash: str | None = None
     analysed_texts: dict[str, str] = field(default_factory=dict)
     error_texts: dict[str, str] = field(default_factory=dict)
+    previous_view: ResultView | None = None
+    comparison: Comparison | None = None
     _line_maps: dict[tuple[bool, str], tuple[list[str], LineMap]] = field(default_factory=dict, repr=False,
                                                                          compare=False)
 
