@@ -147,6 +147,19 @@ class ResultView:
         self._summaries[key] = summary
         return summary
 
+    def warm(self, file: str) -> None:
+        """Compute the module summaries that the hints of ``file``'s lines show (the outermost
+        modules each line built, the instances of each ``class`` line) now, so that answering its
+        hints is a look-up: the session calls this off the event loop, for the target's own file,
+        before the view is shown. A summary costs time in proportion to the report's layers, and a
+        line may build hundreds of modules."""
+        for info in list(self.lines_in(file).values()):
+            defined = self.line_modules([path for path in info.defined if path])
+            if defined:
+                self.module_summary(defined)
+            if info.instances:
+                self.module_summary(info.instances)
+
     @staticmethod
     def _shared(layers: list[dict]) -> dict[str, Any]:
         """Parameters of ``layers`` counted under modules outside them (each module's first call:
@@ -179,7 +192,8 @@ class ResultView:
         MistralForCausalLM(config)``: the library's constructor ran on that line, and the factory
         returned the model on another)."""
         paths = list(dict.fromkeys(defined))
-        outer = [p for p in paths if not any(above in paths for above in ancestors(p))]
+        members = set(paths)  # a line may build hundreds
+        outer = [p for p in paths if not any(above in members for above in ancestors(p))]
         top = self.children("")
         if "" not in outer and top and set(top) <= set(outer) and set(top) <= self._library_built:
             return [""]

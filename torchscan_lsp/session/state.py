@@ -53,6 +53,8 @@ class Document:
         problems: problems of the latest scan (syntax errors, bad pragmas).
         retained: names of targets the latest scan lost to an error, kept with their last results.
         scanned_text: the text of the latest scan, so that retained targets follow later edits.
+        from_disk: no front end opened the file: the session read it from disk for a target whose
+            model imports a file that changed (its targets are analysed, not shown).
     """
 
     path: str
@@ -64,6 +66,7 @@ class Document:
     problems: list[Any] = field(default_factory=list)
     retained: set[str] = field(default_factory=set)
     scanned_text: str = ""
+    from_disk: bool = False
 
     @property
     def lines(self) -> list[str]:
@@ -234,6 +237,16 @@ class Store:
             state.target = target
             states.append(state)
         return states
+
+    def shown_states(self) -> list[TargetState]:
+        """The target states whose results an open document shows: those defined in a document a
+        front end opened (not one read from disk, :attr:`Document.from_disk`), and those with
+        something to say about one (their model ran through it)."""
+        opened = [d for d in self.documents.values() if not d.from_disk]
+        files = {(d.root, d.rel) for d in opened} | {("", Path(d.path).as_posix()) for d in opened}
+        return [state for state in self.targets.values()
+                if (state.key.root, state.key.file) in files
+                or any((state.key.root, rel) in files or ("", rel) in files for rel in state.files)]
 
     def dependents(self, root: str, rel: str) -> Iterable[TargetState]:
         """States of other files' targets whose last result imported ``rel``."""
