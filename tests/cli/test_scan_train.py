@@ -41,7 +41,8 @@ def test_scan_train_prints_flops_and_memory_by_category(workspace, capsys):
         f"linear.py:{target}: warning: build_linear: the training step's estimated peak, 136 B (in the backward), "
         "exceeds the memory budget of 100 B; largest: parameters 40 B, temporaries 40 B, inputs 32 B."]
     block = out[out.index("Training step"):].splitlines()
-    assert block[0] == "Training step (sgd, batch 2, for-loop on cpu)"
+    # Linear(4, 2): 4 * 2 + 2 = 10 parameters, all trained
+    assert block[0] == "Training step (sgd, batch 2, for-loop on cpu): trainable 10 of 10 parameters"
     assert block[1] == "  FLOPs: forward 35 FLOPs, backward 34 FLOPs, training 69 FLOPs"
     assert block[2].split() == ["memory", "at", "the", "peak", "estimated", "measured"]
     rows = {line.split()[0]: line.split()[1:] for line in block[3:] if line.startswith("    ")}

@@ -125,6 +125,8 @@ def analyse_training_step(
     Returns:
         ``{"schema_version": 1, "kind": "training_step", "context", "options", "flops"`` (see
         :class:`~.flops.TrainingFlopCounter.report`, or ``None`` when no method ran a step),
+        ``"parameters"`` (the model's parameters, trainable and frozen, element metrics, from the
+        first method that ran; ``None`` when none did),
         ``"memory": {"estimated", "measured", "comparison", "budget"}``, ``"diagnostics"}``.
         Each memory method has ``method``, ``peak`` (a bytes metric) and, when unavailable, ``reason``.
 
@@ -177,12 +179,14 @@ def analyse_training_step(
         diagnostics.extend(over)
     if flops is not None:
         diagnostics = [*flops["diagnostics"], *diagnostics]
+    counted = [found for name in ran if (found := memory[name].pop("parameters", None)) is not None]
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "training_step",
         "context": measurement_context(),
         "options": {**options.as_dict(), "device": str(target)},
         "flops": flops,
+        "parameters": next(iter(counted), None),
         "memory": memory,
         "diagnostics": diagnostics,
     }

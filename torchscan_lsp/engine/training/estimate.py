@@ -29,16 +29,22 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
+from torchscan_lsp.engine.recording.totals import model_totals
 from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
-__all__ = ["METHOD_MEM_TRACKER", "estimate_training_memory", "track_step"]
+__all__ = ["METHOD_MEM_TRACKER", "PARAMETER_TOTALS", "estimate_training_memory", "track_step"]
 
 #: The method label of estimated training memory.
 METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensorMode"
+
+
+#: The parameter totals of a step's model (elements): all of them, those the step trains (they
+#: alone get gradients and optimizer state) and the frozen rest.
+PARAMETER_TOTALS = ("parameters", "trainable_parameters", "frozen_parameters")
 
 
 def _with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:
@@ -106,6 +112,7 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
         "phases": phases,
         "persistent": {"bytes": sum(persistent.values()), "by_category": persistent},
         "by_module": {_path(fqn, root_label): record for fqn, record in sorted(tracker.module_stats())},
+        "parameters": {name: metric for name, metric in model_totals(step.model).items() if name in PARAMETER_TOTALS},
         "cuda": tracker.cuda.report(),
     }
     if counter is not None:
@@ -136,8 +143,10 @@ def estimate_training_memory(
         when it ended; the optimizer step ends once the output and the loss are released),
         ``"persistent"`` (what stays live between
         steps: parameters, buffers, optimizer state, inputs), ``"by_module"`` (path -> parameters,
-        buffers, inputs, outputs, forward and backward peak bytes), ``"cuda"`` (:mod:`.cuda`'s
-        derived figures) and ``"flops"`` when counted}.
+        buffers, inputs, outputs, forward and backward peak bytes), ``"parameters"`` (the model's
+        :data:`PARAMETER_TOTALS`, element metrics: a frozen parameter -- ``requires_grad=False``, a
+        fine-tuned backbone, the base weights under LoRA adapters -- has no gradient and no
+        optimizer state), ``"cuda"`` (:mod:`.cuda`'s derived figures) and ``"flops"`` when counted}.
 
     Raises:
         RuntimeError: this PyTorch has no ``MemTracker``.
