@@ -91,7 +91,8 @@ def _model_spread(state: TargetState) -> str:
 def training_card(summary: TrainingSummary) -> str:
     """Markdown of a training step: FLOPs by phase, then the peak memory by category from both
     methods side by side (estimated on fake tensors, measured on a real step)."""
-    rows = [f"**Training step** ({summary.setup})", "", "| FLOPs | value | status |", "| --- | --- | --- |"]
+    rows = [f"**Training step** ({summary.setup})" + (f": {summary.trainable}" if summary.trainable else ""), "",
+            "| FLOPs | value | status |", "| --- | --- | --- |"]
     rows += [f"| {phase} | {text} | {status} |" for phase, text, status in summary.flops]
     table = ["| memory at the peak | estimated | measured |", "| --- | --- | --- |"]
     table += [f"| {name} | {left} | {right} |" for name, left, right in summary.categories]
