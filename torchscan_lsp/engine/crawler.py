@@ -79,6 +79,7 @@ def run_forward(
                 with counter:
                     module(*inputs.args, **inputs.kwargs)
     finally:
+        recorder.close()
         remove_hooks(handles)
         for submodule, flag in zip(modules, training):
             if submodule.training is not flag:

@@ -89,7 +89,15 @@ class CallSites(PassObserver):
         # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
         # call ends, and everything outside it is the caller's, suspended: its sites hold for
         # every operator of the call (operator_ran walks only the frames inside it)
-        entry = self.files.outside_package(sys._getframe(1))
+        self._start(info, layer, self.files.outside_package(sys._getframe(1)))
+
+    def forward_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, frame: Any) -> None:
+        """A call made through ``module.forward(...)`` was found running in ``frame``: its caller's
+        frame (``frame.f_back``) stands where PyTorch's call frame stands for a hooked call."""
+        if layer is not None:
+            self._start(info, layer, frame.f_back)
+
+    def _start(self, info: Any, layer: int, entry: types.FrameType | None) -> None:
         workspace, library, _ = self.files.sites(entry)
         self.calls[layer] = (info.path, workspace, library)
         made_by = library if workspace is None else (workspace, *library)
