@@ -181,7 +181,9 @@ class ResultView:
         paths = list(dict.fromkeys(defined))
         outer = [p for p in paths if not any(above in paths for above in ancestors(p))]
         top = self.children("")
-        if "" not in outer and top and set(top) <= set(outer) and set(top) <= self._library_built:
+        # a container the root holds (diffusers' down_blocks) is named on the line by its children
+        built = [t for t in top if t in outer or any(p.startswith(t + ".") for p in paths)]
+        if "" not in outer and top and built == top and set(top) <= self._library_built:
             return [""]
         return outer
 
