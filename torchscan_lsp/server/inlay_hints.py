@@ -130,15 +130,15 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals, headline), None,
                                                      _tooltip(state, totals_tooltip(view, headline)), stale))
         for line, info in sorted(state.lines_in(name, lines.lines).items()):
-            # The root module's cost is what the totals hint on the target line already says; a line
-            # that built the root's children without the root (a library model) gets the root's.
-            defined = view.line_modules([p for p in info.defined if p])
-            if defined == [""] and "" in info.defined:
+            # The line that built the model (``model = Whisper(dims)``, or a library model's
+            # constructor) gets the root's hint; the target's own line has it as the totals already.
+            own_line = name == state.key.file and line == state.line
+            defined = view.line_modules(info.defined)
+            if defined == [""] and own_line:
                 defined = []
             if settings.modules and defined:
                 label, tip = module_label(view, defined, headline)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
-            own_line = name == state.key.file and line == state.line
             if settings.modules and info.instances and not own_line:
                 label, tip = module_label(view, info.instances, headline)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
