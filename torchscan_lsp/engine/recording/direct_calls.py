@@ -37,7 +37,8 @@ from torch import nn
 
 from torchscan_lsp.engine.recording.inputs import call_meta, value_meta
 from torchscan_lsp.engine.recording.module_info import ModuleInfo
-from torchscan_lsp.engine.report import METHOD_FORWARD_FRAME, make_diagnostic, metric_result
+from torchscan_lsp.engine.recording.module_metrics import output_unseen
+from torchscan_lsp.engine.report import METHOD_FORWARD_FRAME, metric_result
 
 __all__ = ["DirectForwards", "forward_codes", "UNKNOWN_OUTPUT"]
 
@@ -166,6 +167,7 @@ class DirectForwards:
         })
         call = self.make_call(module, info, layer, layer, args)
         call.direct, call.boundary, call.kwargs = frame, frame, kwargs
+        call.inner = True  # a direct call ends when an event no longer finds its frame: look at every one
         recorder.owners.append(call)
         recorder.count_call(info)
         frames.append(call)
@@ -188,13 +190,8 @@ class DirectForwards:
         call.output = None
         if not seen:
             record["output"] = dict(UNKNOWN_OUTPUT)
-            if call.info.leaf:
-                recorder.diagnostics.append(make_diagnostic(
-                    "direct_forward_output", "module_flops",
-                    f"{call.info.path or 'the root module'} ({call.info.type}) was called through .forward while "
-                    "another trace function was installed, so its output was not seen and its module formulas "
-                    "were not evaluated (operator_flops counts what it ran).",
-                    path=call.info.path))
+            if call.info.leaf and recorder.evaluating:
+                output_unseen(call.info, record, recorder.diagnostics)
         else:
             record["output"] = value_meta(output)
             if output is not None:  # None: it raised (or returned nothing a formula could read)

@@ -14,14 +14,12 @@ the innermost active call only, and each call adds its inclusive totals to its p
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module_mod
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from torchscan_lsp.engine.recording.direct_calls import DirectForwards, forward_codes
@@ -31,7 +29,7 @@ from torchscan_lsp.engine.recording.observers import forward_starts, overriding
 from torchscan_lsp.engine.recording.param_stats import ParameterStats
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
-__all__ = ["Call", "CallRecorder", "GLOBAL_HOOKS", "install_hooks", "remove_hooks"]
+__all__ = ["Call", "CallRecorder"]
 
 _CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_HOOK)
 
@@ -69,7 +67,8 @@ class Call:
         self.returned = False
         self.watcher: Any = None
         self.own: set | None = None
-        # whether a direct call can start inside it: a recorded container (a leaf's children open no record)
+        # whether events inside it look at the stack: a recorded container (a direct call can start in
+        # it; a leaf's children open no record), or a direct call (its end is seen that way)
         self.inner = info is not None and layer is not None and not info.leaf and not info.script
         self.flops = 0
         self.macs = 0
@@ -215,6 +214,11 @@ class CallRecorder:
         if self._counting:
             self._fold(call, parent)
 
+    @property
+    def evaluating(self) -> bool:
+        """Whether module formulas are evaluated (full mode)."""
+        return self._evaluate is not None
+
     def evaluate_ended(self, module: nn.Module, info: ModuleInfo, args: tuple, kwargs: dict, output: Any,
                        record: dict, index: int) -> None:
         """Module formulas of a call that ended outside the hooks, as its post-hook would run them."""
@@ -349,50 +353,3 @@ class CallRecorder:
             self._evaluate(module, info, args, kwargs, output, record, self.diagnostics)  # type: ignore[misc]
         finally:
             counter.resume()
-
-
-def _global_hooks_take_kwargs() -> bool:
-    try:
-        params = inspect.signature(_module_mod.register_module_forward_hook).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
-    return "with_kwargs" in params and "always_call" in params
-
-
-#: Whether this PyTorch's global forward hooks accept ``with_kwargs`` and ``always_call``.
-GLOBAL_HOOKS = _global_hooks_take_kwargs()
-
-
-def remove_hooks(handles: list[Any]) -> None:
-    """Remove hooks installed by :func:`install_hooks`, leaving PyTorch's hook tables as they were."""
-    with_kwargs = getattr(_module_mod, "_global_forward_hooks_with_kwargs", None)
-    for handle in handles:
-        handle.remove()
-        if with_kwargs is not None:
-            # RemovableHandle forgets this table (PyTorch 2.x): drop our entry ourselves
-            with_kwargs.pop(handle.id, None)
-
-
-def install_hooks(root: nn.Module, recorder: CallRecorder) -> list[Any]:
-    """Install the recorder's hooks and return their handles (give them to :func:`remove_hooks`).
-
-    Global hooks where PyTorch supports them with keyword arguments; otherwise per-module hooks on
-    every module except ScriptModules (which refuse them).
-    """
-    handles: list[Any] = []
-    try:
-        if GLOBAL_HOOKS:
-            handles.append(_module_mod.register_module_forward_pre_hook(recorder.pre_hook))
-            handles.append(
-                _module_mod.register_module_forward_hook(recorder.post_hook, with_kwargs=True, always_call=True)
-            )
-            return handles
-        for module in root.modules():  # pragma: no cover - PyTorch without kwargs in global hooks
-            if isinstance(module, torch.jit.ScriptModule):
-                continue
-            handles.append(module.register_forward_pre_hook(recorder.pre_hook))
-            handles.append(module.register_forward_hook(recorder.post_hook, with_kwargs=True))
-    except BaseException:
-        remove_hooks(handles)
-        raise
-    return handles
