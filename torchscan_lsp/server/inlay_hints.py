@@ -84,11 +84,10 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
 
 
 def output_label(info) -> tuple[str, str]:
-    """Label and tooltip of a line's result: the output of the last operator it dispatched or
-    module call it made in its first execution (``→ (1, 2, 8, 8)``)."""
-    entry = info.output
-    where = f" in the call of {fmt.layer_name(entry['path'], '`')}" if entry.get("path") is not None else ""
-    return labels.shape_label(entry.get("output")), f"Output of {labels.output_source(entry)}{where}"
+    """Label and tooltip of a line's result in its first run: the output of the last operator it
+    dispatched or module call it made (``→ (1, 2, 8, 8)``), or the shapes of the names it assigned
+    (``xq (1, 32, 64) · xk (1, 32, 32)``), noting runs whose shapes vary (:func:`labels.line_label`)."""
+    return labels.line_label(info.output), labels.result_text(info.output)
 
 
 def parameters_label(entries: list[dict]) -> tuple[str, str]:
