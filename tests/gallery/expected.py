@@ -264,7 +264,8 @@ HOVERS = [
      ("Never called itself",)),
     # its inputs: x (1, 32, 64) and the rotary tables, (32 positions, 16 / 2 frequencies) each
     ("examples/llama2c.py", "self.attention = Attention(args)",
-     ("Input: (1, 32, 64), (32, 8), (32, 8) → output: (1, 32, 64) (first of 2 calls)",), ("Never called itself",)),
+     ("Input: (1, 32, 64), (32, 8), (32, 8) → output: (1, 32, 64) (first of 2 calls)", "Called through `.forward(...)`"),
+     ("Never called itself",)),
     ("examples/llama2c.py", "        xq, xk = apply_rotary_emb(",
      ("outside module calls: 18.4 kFLOPs over its 2 runs", "Assigned in its first run"), ()),
     ("examples/whisper.py", "    model = Whisper(dims)", ("### Whisper",), ()),

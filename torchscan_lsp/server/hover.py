@@ -151,6 +151,9 @@ def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEAD
     if layers:
         parts.append(f"Input: {labels.inputs_text(first.get('input'))} → output: {labels.shape(first.get('output'))}"
                      + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+        if any(layer.get("direct") for layer in layers):
+            parts.append("Called through `.forward(...)`, which runs no module hook: its calls were found by their "
+                         "frames on the stack, and its own work is counted in them")
     else:
         parts.append("Never called itself: the numbers are its children's")
     parts.append(methods_table(view, paths, summary, headline))

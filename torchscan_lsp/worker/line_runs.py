@@ -85,6 +85,7 @@ class ShapeStats:
         self.ranks: set[int] = set()
 
     def add(self, key: Any) -> None:
+        """Count one run's :func:`shape_key` (None: the run gave nothing to compare)."""
         if key is None or (len(self.distinct) >= _MAX_DISTINCT and key not in self.distinct):
             return
         self.distinct.add(key)
