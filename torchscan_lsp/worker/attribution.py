@@ -7,9 +7,11 @@ watches two phases of one job:
   :mod:`torchscan_lsp.worker.definitions`.
 * **running** (the engine's one forward pass): :class:`CallSites` observes the module calls and the
   operators of that pass. For each module call it notes the call site (the line in the parent's
-  ``forward``); for each operator, the lines that dispatched it, with its FLOPs, by the layer
-  record whose call was innermost; for each line, the output of the last operator it dispatched
-  in its first execution (its shape, shown on lines that call no module).
+  ``forward``; for a call made through ``module.forward(...)``, the line that made it); for each
+  operator, the lines that dispatched it, with its FLOPs, by the layer record whose call was
+  innermost, and the lines that called the plain functions it ran under (``under``); for each
+  line, what it computed run by run (:mod:`torchscan_lsp.worker.line_runs`: its first run's
+  result, the names it assigned, how its runs' shapes varied).
 
 Sites are the innermost workspace frame and the innermost frame of each library file inside it
 (:mod:`torchscan_lsp.worker.sites`), so that a client that opens the library's modeling file gets

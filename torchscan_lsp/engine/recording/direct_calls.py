@@ -9,8 +9,8 @@ as the caller's, and the attention would have no record of its own.
 that can reveal one (a module call starting inside a container, an operator dispatched while a
 container is the innermost call), it walks the stack from the event outwards to the *boundary* of
 the innermost active call (the frame of PyTorch's ``_call_impl`` for a hooked call, the ``forward``
-frame itself for a direct one). A frame on the way that runs the ``forward`` of a class of the
-model's modules, whose ``self`` is a module of the model that is not active, is a direct call: it
+frame itself for a direct one). A frame on the way that runs a function named ``forward`` whose
+``self`` is a module of the model that is not active is a direct call: it
 opens a layer record like a hooked call would (``"direct": true``, its ``calls`` metric by
 :data:`METHOD_FORWARD_FRAME`), with the call's arguments read from the frame. A direct call ends
 when a later event no longer finds its frame on the stack, or when the hooked call around it ends.
@@ -40,30 +40,13 @@ from torchscan_lsp.engine.recording.module_info import ModuleInfo
 from torchscan_lsp.engine.recording.module_metrics import output_unseen
 from torchscan_lsp.engine.report import METHOD_FORWARD_FRAME, metric_result
 
-__all__ = ["DirectForwards", "forward_codes", "UNKNOWN_OUTPUT"]
+__all__ = ["DirectForwards", "frame_call", "UNKNOWN_OUTPUT"]
 
 #: The output of a direct call whose ``forward`` frame could not be watched.
 UNKNOWN_OUTPUT: dict[str, Any] = {"kind": "unknown"}
 
 _CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_FORWARD_FRAME)
 _VARARGS, _VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
-
-
-def forward_codes(infos: dict[int, ModuleInfo], modules: dict[int, nn.Module]) -> frozenset[types.CodeType]:
-    """The code objects of the ``forward`` methods (decorators unwrapped) of the recorded modules'
-    classes: the frames a direct call can run in."""
-    codes = set()
-    for key, info in infos.items():
-        if not info.recorded or info.script:
-            continue
-        forward = getattr(type(modules[key]), "forward", None)
-        try:
-            code = getattr(inspect.unwrap(forward), "__code__", None) if forward is not None else None
-        except ValueError:  # a cycle of __wrapped__
-            code = None
-        if code is not None:
-            codes.add(code)
-    return frozenset(codes)
 
 
 def _noop(frame: types.FrameType, event: str, arg: Any) -> None:
@@ -97,13 +80,11 @@ class DirectForwards:
     Args:
         recorder: the pass's :class:`~torchscan_lsp.engine.recording.recorder.CallRecorder`; its
             active calls (``frames``), records, call counts and observers are the ones used here.
-        codes: :func:`forward_codes` of the model.
         make_call: ``make_call(module, info, layer, scope, args)``: a new active call.
     """
 
-    def __init__(self, recorder: Any, codes: frozenset[types.CodeType], make_call: Callable[..., Any]) -> None:
+    def __init__(self, recorder: Any, make_call: Callable[..., Any]) -> None:
         self.recorder = recorder
-        self.codes = codes
         self.make_call = make_call
         #: boundary frame -> active call: the walk of :meth:`sync` stops at the first one it meets
         self.boundaries: dict[types.FrameType, Any] = {}
@@ -113,35 +94,62 @@ class DirectForwards:
     def sync(self, frame: types.FrameType | None) -> None:
         """Bring the active calls up to date with the stack at ``frame`` (an event of the pass):
         end the direct calls whose frame has returned, open those whose frame is running."""
-        boundaries, codes = self.boundaries, self.codes
-        found: list[types.FrameType] = []
-        owner = None
-        while frame is not None:
-            owner = boundaries.get(frame)
-            if owner is not None:
-                break
-            if frame.f_code in codes:
+        frames = self.recorder.frames
+        top = frames[-1]
+        start, boundary, hooked = frame, top.boundary, top.direct is None
+        found: list[types.FrameType] | None = None
+        # the common case first, without allocating: the innermost call is alive (its boundary is on
+        # this stack) and the only forward on the way is its own (a hooked call's, just inside it)
+        while frame is not None and frame is not boundary:
+            if frame.f_code.co_name == "forward" and not (hooked and frame.f_back is boundary):
+                if found is None:
+                    found = []
                 found.append(frame)
             frame = frame.f_back
-        frames = self.recorder.frames
+        if frame is not None and found is None:
+            return
+        owner = top if frame is not None else self._owner(start)
         while frames[-1] is not owner and frames[-1].direct is not None:
             self.end(frames.pop(), frames[-1])
-        if not found or frames[-1] is not owner or owner is None:
+        if frames[-1] is not owner or owner is None:
             return
-        for candidate in reversed(found):
+        if owner is not top:  # the walk went past the ended calls: keep only what lies inside the owner
+            found = self._inside(start, owner.boundary)
+        for candidate in reversed(found or ()):
             top = frames[-1]
             if (top.direct is None and candidate.f_back is top.boundary) or (top.own is not None and candidate in top.own):
                 continue  # the active hooked call's own forward, or one seen before
             module, args, kwargs = frame_call(candidate)
             info = self.recorder.infos.get(id(module)) if isinstance(module, nn.Module) else None
-            if info is None or not info.recorded or info.script or top.info is None or top.info.leaf:
-                continue
-            if module is top.module or any(call.module is module for call in frames):
+            if info is None or not info.recorded or info.script or top.info is None or top.info.leaf \
+                    or module is top.module or any(call.module is module for call in frames):
+                # not a module of the model (an autograd Function's forward), below a leaf, or the
+                # call's own forward reached another way (super().forward(x), a wrapper): seen once
                 if top.own is None:
                     top.own = set()
-                top.own.add(candidate)  # super().forward(x), or a wrapper around the call's forward
+                top.own.add(candidate)
                 continue
             self.open(module, info, candidate, args, kwargs)
+
+    def _owner(self, frame: types.FrameType | None) -> Any:
+        """The innermost active call whose boundary is on the stack at ``frame`` (None: none is)."""
+        boundaries = self.boundaries
+        while frame is not None:
+            owner = boundaries.get(frame)
+            if owner is not None:
+                return owner
+            frame = frame.f_back
+        return None
+
+    @staticmethod
+    def _inside(frame: types.FrameType | None, boundary: Any) -> list[types.FrameType]:
+        """The ``forward`` frames from ``frame`` outwards, up to ``boundary``."""
+        found = []
+        while frame is not None and frame is not boundary:
+            if frame.f_code.co_name == "forward":
+                found.append(frame)
+            frame = frame.f_back
+        return found
 
     def open(self, module: nn.Module, info: ModuleInfo, frame: types.FrameType, args: tuple, kwargs: dict) -> None:
         """Open the record of a direct call of ``module`` running in ``frame``."""
@@ -183,6 +191,8 @@ class DirectForwards:
         self.boundaries.pop(call.direct, None)
         if call.watcher is not None:
             self._unwatch(call)
+        call.direct = call.boundary = call.own = None  # a returned frame holds its locals: let it go
+        call.inner = False
         recorder.fold_ended(call, parent)
         record = recorder.layers[call.layer]
         args, kwargs, call.args, call.kwargs = call.args, call.kwargs or {}, None, None

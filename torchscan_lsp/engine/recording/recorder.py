@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from torchscan_lsp.engine.recording.direct_calls import DirectForwards, forward_codes
+from torchscan_lsp.engine.recording.direct_calls import DirectForwards
 from torchscan_lsp.engine.recording.inputs import call_meta, tensor_meta, value_meta
 from torchscan_lsp.engine.recording.module_info import ModuleInfo, module_infos
 from torchscan_lsp.engine.recording.observers import forward_starts, overriding
@@ -136,8 +136,7 @@ class CallRecorder:
         self._evaluate = evaluate
         self._on_failure = on_failure
         self._thread = threading.get_ident()
-        modules = {id(module): module for module in root.modules()}
-        self.direct = DirectForwards(self, forward_codes(self.infos, modules), Call)
+        self.direct = DirectForwards(self, Call)
         self.pre_hook = self._make_pre_hook()
         self.post_hook = self._make_post_hook()
 
@@ -267,6 +266,7 @@ class CallRecorder:
                 self.direct.end(call, frames[-1])
                 continue
             self.direct.boundaries.pop(call.boundary, None)
+            call.boundary = call.own = None
             if self._counting:
                 self._fold(call, frames[-1])
             if call.module is module:
@@ -290,6 +290,7 @@ class CallRecorder:
             if call.module is module and len(frames) > 1:  # the common case: the innermost call ends
                 frames.pop()
                 del boundaries[call.boundary]
+                call.boundary = call.own = None  # finished frames hold their locals (the call's output among them)
                 if counting:
                     fold(call, frames[-1])
             else:
