@@ -18,6 +18,7 @@ falls back to a stock ``FlopCounterMode`` with a recorder inside it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from sys import _getframe
 from typing import Any
 
 import torch
@@ -158,6 +159,8 @@ class _CountingMode(TorchDispatchMode):
                         per_label = counts[label] = {}
                     per_label[packet_id] = per_label.get(packet_id, 0) + flops
             return out
+        if frames[-1].inner:  # in a container's own code: maybe in a module's forward called directly
+            counter.sync(_getframe(1))
         top = frames[-1]
         if formula is not None:
             by_packet = counter.by_packet
@@ -273,6 +276,8 @@ class OperatorCounter:
         self.paused = False
         self.recorder = recorder
         self.frames = recorder.frames if recorder is not None else None
+        #: the recorder's look at the stack for direct ``forward`` calls (:mod:`.direct_calls`)
+        self.sync = recorder.direct.sync if recorder is not None else None
         self.operator_observers = overriding(observers, "operator_ran") if recorder is not None else ()
         self._paused_modes: Any = None
         #: the caller formulas in use (they win over the defaults)
