@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import is_library
+from torchscan_lsp.session.line_operators import Site, operators_by_line
 from torchscan_lsp.contract.report import (
     MODULE_FORMULA_METRICS,
     OPERATOR_METRICS,
@@ -25,9 +26,6 @@ from torchscan_lsp.contract.report import (
     subtree_layers,
     subtree_total,
 )
-
-Site = tuple[str, int]
-"""A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
@@ -322,7 +320,7 @@ class ResultView:
                 if module is not None:
                     self._ops_by_module[module].append(((entry["file"], int(entry["line"])), entry))
         for name in ("operators", "under"):
-            for site, entries in _per_line(source_map.get(name) or []).items():
+            for site, entries in operators_by_line(source_map.get(name) or []).items():
                 setattr(self.lines[site], name, entries)
 
     def _module_site(self, path: str) -> Site | None:
@@ -379,25 +377,6 @@ class ResultView:
                 self.lines[site].diagnostics.append(diagnostic)
             if not any(not is_library(file) for file, _ in sites):  # no workspace line shows it
                 self._unattributed.append(diagnostic)
-
-
-def _per_line(entries: Iterable[Mapping[str, Any]]) -> dict[Site, list[dict]]:
-    """Source-map operator entries by line, one per operator: a line that ran an operator in the
-    calls of several modules (a helper they share) has their calls and FLOPs summed (FLOPs unknown
-    when one entry's are)."""
-    found: dict[Site, dict[str, dict]] = defaultdict(dict)
-    for entry in entries:
-        if not (entry.get("file") and entry.get("line")):
-            continue
-        merged = found[(entry["file"], int(entry["line"]))]
-        into = merged.get(entry.get("operator"))
-        if into is None:
-            merged[entry.get("operator")] = {name: value for name, value in entry.items() if name not in ("module", "layer")}
-            continue
-        into["calls"] = into.get("calls", 0) + entry.get("calls", 0)
-        both = (into.get("flops"), entry.get("flops"))
-        into["flops"] = None if None in both else both[0] + both[1]
-    return {site: list(merged.values()) for site, merged in found.items()}
 
 
 def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
