@@ -96,6 +96,12 @@ class TorchscanServer(LanguageServer):
         """Show ``text`` in the editor's message area."""
         self.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
+    def notice(self, message: str) -> None:
+        """Listener hook: something the user hears once (results not kept between sessions, and
+        why): a warning in the log and one in the editor's message area."""
+        log.warning("%s", message)
+        self.show_message(f"torchscan: {message}")
+
     async def show_document(self, path: str, *, external: bool) -> Any:
         """Ask the client to show the file at ``path``, when it can: its ``ShowDocumentResult``,
         else ``None``."""
@@ -124,8 +130,10 @@ class TorchscanServer(LanguageServer):
                     self.client_settings = answer[0]
             except Exception as error:  # a client that cannot answer leaves the defaults
                 log.warning("could not pull settings: %r", error)
-        self.apply_settings()
-        self.settings_ready.set()
+        try:
+            self.apply_settings()
+        finally:  # whatever went wrong, documents waiting for the settings go on with what there is
+            self.settings_ready.set()
 
     def apply_settings(self) -> None:
         """Resolve settings from pyproject and the client; re-analyse when execution became allowed
@@ -186,10 +194,12 @@ class TorchscanServer(LanguageServer):
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
 
-    def clear_diagnostics(self, uri: str) -> None:
-        """Withdraw the pushed diagnostics of a closed document (pulling clients drop them themselves)."""
+    def document_closed(self, uri: str) -> None:
+        """A document was closed: withdraw its pushed diagnostics (pulling clients drop them
+        themselves) and stop watching the folders that no open document needs any more."""
         if not self.client.pull_diagnostics:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.watcher.refresh()
 
     def refresh_views(self) -> None:
         """Ask the client to re-request inlay hints, code lenses and pulled diagnostics."""
@@ -217,8 +227,8 @@ def create_server() -> TorchscanServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
-        await ls.pull_settings()
         ls.watcher.start()
+        await ls.pull_settings()
         asyncio.ensure_future(ls.session.prewarm())
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

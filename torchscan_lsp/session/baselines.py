@@ -81,7 +81,7 @@ class Baselines:
 
     def persist(self, on: bool) -> None:
         """Keep good baselines on disk too (``cache_folder("baselines")``), or in memory only."""
-        self.cache.persist(cache_folder("baselines") if on else None)
+        self.cache.persist((lambda: cache_folder("baselines")) if on else None)
 
     def resolve_ahead(self, state: TargetState) -> asyncio.Task | None:
         """Start resolving ``state``'s baseline ref now (while its analysis runs), so that the
@@ -133,7 +133,7 @@ class Baselines:
             return Comparison(ref, note=revision.reason)
         files = sorted({rel, *(view.result.get("imported_files") or [])})
         key = self._key(revision, state, files)
-        cached = self.cache.get(key, _fixed)
+        cached = await asyncio.to_thread(self.cache.get, key, _fixed)  # it may read and check a kept file
         if cached is not None:
             return compare_views(self._view(key, cached), view, ref, revision.short)
         if key in self._failed:
@@ -148,19 +148,21 @@ class Baselines:
             return Comparison(ref, revision.short, note=f"`{rel}` at {ref} does not parse: {errors[0]}" if errors
                               else f"`{name}` is new since {ref}")
         if self._as_analysed(state, texts):
-            self.cache.put(key, dict(view.result), _fixed)
+            await asyncio.to_thread(self.cache.put, key, dict(view.result), _fixed)
             return compare_views(view, view, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
 
-    async def render(self, state: TargetState, html_path: str) -> dict:
+    async def render(self, state: TargetState, html_path: str, layer_table: dict | None = None) -> dict:
         """Render ``state``'s comparison with its baseline (``compare_reports``' diff) as one offline
         HTML file in a worker process (rendering imports torch): ``{"ok": true, "path": ...}`` or
-        a failure result."""
+        a failure result. ``layer_table`` (``{"headers", "rows", "note"}``, text cells): the
+        per-layer table the hover shows, drawn in full at the top of the page."""
         comparison = state.comparison
         assert comparison is not None and comparison.diff is not None, "render needs a comparison"
         title = f"{state.key.name}: now against {comparison.label}" + (f" ({comparison.commit})" if comparison.commit else "")
-        job = build_render_job(state.key.root, comparison.diff, None, title)
+        diff = {**comparison.diff, "layer_table": layer_table} if layer_table else comparison.diff
+        job = build_render_job(state.key.root, diff, None, title)
         return await worker_client.render_html(job, html_path, python=self.session.settings.python)
 
     def _view(self, key: str, result: dict) -> ResultView:
@@ -208,7 +210,7 @@ class Baselines:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
         error = result.get("error") or {}
         if result.get("ok"):
-            self.cache.put(key, result, _fixed)
+            await asyncio.to_thread(self.cache.put, key, result, _fixed)  # writing the entry's file
             if self.cache.get(key, _fixed) is None:  # an installed file changed meanwhile: never run it in a loop
                 self._failed[key] = "the baseline's libraries changed while it was analysed; save again"
         elif error.get("kind") != "cancelled":  # (a cancelled one may run again)

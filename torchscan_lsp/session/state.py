@@ -56,6 +56,8 @@ class Document:
         scanned_text: the text of the latest scan, so that retained targets follow later edits.
         program: for a Jupyter notebook, its code cells joined (:class:`~.notebooks.Program`),
             whose ``text`` is :attr:`text` and whose map names the cell of each line; else ``None``.
+        from_disk: no front end opened the file: the session read it from disk for a target whose
+            model imports a file that changed (its targets are analysed, not shown).
     """
 
     path: str
@@ -68,6 +70,7 @@ class Document:
     retained: set[str] = field(default_factory=set)
     scanned_text: str = ""
     program: Program | None = None
+    from_disk: bool = False
 
     @property
     def lines(self) -> list[str]:
@@ -238,6 +241,16 @@ class Store:
             state.target = target
             states.append(state)
         return states
+
+    def shown_states(self) -> list[TargetState]:
+        """The target states whose results an open document shows: those defined in a document a
+        front end opened (not one read from disk, :attr:`Document.from_disk`), and those with
+        something to say about one (their model ran through it)."""
+        opened = [d for d in self.documents.values() if not d.from_disk]
+        files = {(d.root, d.rel) for d in opened} | {("", Path(d.path).as_posix()) for d in opened}
+        return [state for state in self.targets.values()
+                if (state.key.root, state.key.file) in files
+                or any((state.key.root, rel) in files or ("", rel) in files for rel in state.files)]
 
     def dependents(self, root: str, rel: str) -> Iterable[TargetState]:
         """States of other files' targets whose last result imported ``rel``."""
