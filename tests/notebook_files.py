@@ -47,7 +47,7 @@ EXPECTED = {
     "act": "0 params · 32 FLOPs",              # ReLU on 32 elements
     "forward": "→ (1, 32)",                    # the block's output
     "target": "676 params · 640 MACs · 1.31 kFLOPs",
-    "sequential": "2 modules · 676 params · 1.31 kFLOPs",
+    "sequential": "676 params · 1.31 kFLOPs",
 }
 """The hint labels derived in the module's docstring, by what they stand on."""
 

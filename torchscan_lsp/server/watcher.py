@@ -18,7 +18,9 @@ or :data:`MAX_BATCH_S` after its first event. Handling it:
 3. an open document whose buffer has no unsaved edits and whose file now holds new text: it is
    re-read, its results are marked stale, and its targets and those whose models import it are
    affected (unsaved edits win:
-   such a buffer is left alone, as is a file that was deleted, whose last results stay);
+   such a buffer is left alone, as is a file that was deleted, whose last results stay, and a
+   notebook open in the editor, which reloads it and syncs its cells); a notebook is read as its
+   code cells joined, never as its JSON;
 4. any other file: the shown targets whose last result imported it are affected;
 5. each affected target is analysed once for the whole batch (its file read from disk, off the
    loop, when no front end has it open). The session looks the result up in the cache in a
@@ -42,7 +44,9 @@ from typing import Any
 
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.folder_watch import FolderWatch, folder_watch
+from torchscan_lsp.session.notebooks import NOTEBOOK_SUFFIX, NotebookError, Program
 from torchscan_lsp.session.state import Document, TargetKey, TargetState, content_hash
+from torchscan_lsp.session.workspace import read_document
 
 log = logging.getLogger(__name__)
 
@@ -213,19 +217,21 @@ class WorkspaceWatcher:
             server.apply_settings()
             session.reanalyse_all()
             return
-        paths = {p for p in batch.files if p.endswith(".py")} | self._held(batch)
+        paths = {p for p in batch.files if p.endswith((".py", NOTEBOOK_SUFFIX))} | self._held(batch)
         documents = set(store.documents)
         roots = {state.key.root for state in store.targets.values()} | {d.root for d in store.documents.values()}
         disk = await asyncio.to_thread(_read_changes, paths, documents, roots)
         affected: dict[TargetKey, None] = {}
         changed: set[tuple[str, str]] = set()
-        for path, (text, digest) in disk.documents.items():
+        for path, (read, digest) in disk.documents.items():
             document = store.documents.get(path)
-            if document is None or text is None or digest == document.saved_hash:
+            if document is None or read is None or digest == document.saved_hash:
                 continue
             if content_hash(document.text) != document.saved_hash:  # unsaved edits: the buffer wins
                 continue
-            states = session.reread(document, text)
+            if document.program is not None and not document.from_disk:
+                continue  # a notebook open in the editor: the editor reloads it and syncs its cells
+            states = session.reread(document, *read)
             server.states_changed(states, {(document.root, document.rel)})
             affected |= dict.fromkeys(state.key for state in store.states_in(document.root, document.rel))
             changed.add((document.root, document.rel))
@@ -262,8 +268,9 @@ class WorkspaceWatcher:
         for key in keys:
             path = str(Path(key.root, key.file))
             document = session.store.documents.get(path)
-            if document is None and texts.get(path) is not None:
-                document = session.open(path, key.root, texts[path], from_disk=True)
+            read = texts.get(path)
+            if document is None and read is not None:
+                document = session.open(path, key.root, read[0], from_disk=True, program=read[1])
             if document is not None and key in session.store.targets:
                 owners.setdefault(path, (document, []))[1].append(key.name)
         for document, names in owners.values():
@@ -274,9 +281,9 @@ class WorkspaceWatcher:
 class _Changes:
     """What :func:`_read_changes` found on disk."""
 
-    documents: dict[str, tuple[str | None, str | None]]
-    """Tracked documents among the changed paths: their text on disk and its hash (``None``:
-    unreadable or deleted)."""
+    documents: dict[str, tuple[tuple[str, Program | None] | None, str | None]]
+    """Tracked documents among the changed paths: what :func:`_read_texts` read of each and the
+    hash of its text (``None``: unreadable or deleted)."""
     others: set[str]
     """The other changed paths, resolved."""
     roots: dict[str, str]
@@ -290,19 +297,21 @@ def _read_changes(paths: set[str], documents: set[str], roots: set[str]) -> _Cha
     for path in paths:
         resolved = str(Path(path).resolve())
         if resolved in documents:
-            text = _read_texts([resolved])[resolved]
-            found.documents[resolved] = (text, None if text is None else content_hash(text))
+            read = _read_texts([resolved])[resolved]
+            found.documents[resolved] = (read, None if read is None else content_hash(read[0]))
         else:
             found.others.add(resolved)
     return found
 
 
-def _read_texts(paths: list[str]) -> dict[str, str | None]:
-    """The text of each file of ``paths`` (``None`` where it cannot be read as UTF-8)."""
-    texts: dict[str, str | None] = {}
+def _read_texts(paths: list[str]) -> dict[str, tuple[str, Program | None] | None]:
+    """The text the session analyses of each file of ``paths`` and, for a notebook, its program
+    (:func:`~torchscan_lsp.session.workspace.read_document`: a notebook's text is its code cells
+    joined, never its JSON); ``None`` where it cannot be read or decoded."""
+    texts: dict[str, tuple[str, Program | None] | None] = {}
     for path in paths:
         try:
-            texts[path] = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            texts[path] = read_document(path)
+        except (OSError, SyntaxError, UnicodeDecodeError, NotebookError):
             texts[path] = None
     return texts

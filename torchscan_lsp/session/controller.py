@@ -131,8 +131,7 @@ class Session:
     def open(self, path: str, root: str, text: str, *, saved: bool = True, from_disk: bool = False,
              program: Program | None = None) -> Document:
         """Track (or re-track) a document and scan it; returns it. Does not analyse. ``from_disk``:
-        no front end opened it; it was read for a target whose model imports a changed file. A
-        notebook comes with its ``program`` (:mod:`.notebooks`), whose text is ``text``."""
+        no front end opened it. A notebook comes with its ``program`` (:mod:`.notebooks`) of ``text``."""
         rel = relative(path, root) or Path(path).name
         document = self.store.documents.get(path)
         if document is None:
@@ -182,12 +181,12 @@ class Session:
             self.analyse(document, unsaved=True, delay_s=self.settings.debounceMs / 1000.0)
         return states
 
-    def reread(self, document: Document, text: str) -> list[TargetState]:
-        """``document``'s file holds new ``text`` on disk and its buffer has no unsaved edits (a
-        checkout, a code generator): take the text as saved, rescan it, and mark stale the results
-        it no longer matches. Returns the file's target states and those of other files whose
-        models import it. Does not analyse."""
-        self.open(document.path, document.root, text, saved=True, from_disk=document.from_disk)
+    def reread(self, document: Document, text: str, program: Program | None = None) -> list[TargetState]:
+        """``document``'s file holds new ``text`` on disk (a notebook's: its new ``program``) and its
+        buffer has no unsaved edits (a checkout, a code generator): take the text as saved, rescan
+        it, and mark stale the results it no longer matches. Returns the file's target states and
+        those of other files whose models import it. Does not analyse."""
+        self.open(document.path, document.root, text, saved=True, from_disk=document.from_disk, program=program)
         return self._mark_stale(document, self.store.states_in(document.root, document.rel))
 
     def _mark_stale(self, document: Document, states: list[TargetState]) -> list[TargetState]:
