@@ -133,7 +133,7 @@ def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
 
 def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], *, headline: str,
                 receptive_field_notes: bool = False) -> None:
-    """``state``'s summary table, its diagnostics as the editor folds them (headline method first:
+    """``state``'s summary table (``Param #`` and ``Buffers`` apart, no cell cut), its diagnostics as the editor folds them (headline method first:
     :mod:`torchscan_lsp.cli.scan_findings`) and its measurements."""
     from torchscan_lsp.cli.scan_findings import diagnostic_lines
     from torchscan_lsp.engine.reporting.table import format_info
@@ -142,7 +142,8 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
     title = f"{shown}:{target.line}: {target.name}"
     print(title, file=stdout)
     report = result["report"]
-    print(format_info(report, diagnostics_footer=False), file=stdout)
+    # parameters and buffers in columns of their own, so the rows add up to the totals; nothing cut
+    print(format_info(report, diagnostics_footer=False, buffers=True, cut=False), file=stdout)
     for line in diagnostic_lines(state, headline, display, receptive_field_notes=receptive_field_notes):
         print(line, file=stdout)
     measurements = result.get("measurements") or {}
