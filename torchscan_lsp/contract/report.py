@@ -27,6 +27,8 @@ __all__ = [
     "EXECUTION_MODE",
     "PACKAGE",
     "DIAGNOSTIC_NOT_APPLICABLE",
+    "DIAGNOSTIC_PYTHON_WARNING",
+    "NO_METRIC",
     "MODULE_FORMULA_METRICS",
     "OPERATOR_METRICS",
     "Diagnostic",
@@ -58,6 +60,13 @@ PACKAGE = "torchscan-lsp"
 #: for attention, recurrent layers, EmbeddingBag): the metric is unavailable, and nothing is missing,
 #: so strict mode does not count it as incomplete (docs/report-schema.md).
 DIAGNOSTIC_NOT_APPLICABLE = "metric_not_applicable"
+
+#: The code of a diagnostic that carries a Python warning the analysed job raised (the worker puts
+#: them in the report instead of printing them): it concerns no metric, and nothing is missing.
+DIAGNOSTIC_PYTHON_WARNING = "python_warning"
+
+#: The ``metric`` of a diagnostic that concerns no metric (``python_warning``).
+NO_METRIC = "none"
 
 #: The per-call metrics module formulas compute, with their units.
 MODULE_FORMULA_METRICS = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
