@@ -1,10 +1,12 @@
--- One headless Neovim session over the example gallery: the editors/nvim plugin against the real
--- server opens every file of SPEC, waits for all their analyses, shows each buffer until the hints
--- of its target lines arrived, and writes what Neovim received (inlay hints, diagnostics) as JSON.
+-- One headless Neovim session over a workspace (the example gallery, say): the editors/nvim plugin
+-- against the real server opens every file of SPEC, waits for all their analyses, shows each buffer
+-- until the hints of its target lines arrived, and writes what Neovim received (inlay hints,
+-- diagnostics, and the hovers asked for) as JSON.
 --
 --   nvim --headless --clean -l nvim_gallery.lua PLUGIN_DIR PYTHON SPEC_JSON OUT_JSON
 --
--- SPEC_JSON: [{"path": absolute file, "name": workspace-relative name, "targets": [0-based lines]}].
+-- SPEC_JSON: [{"path": absolute file, "name": workspace-relative name, "targets": [0-based lines],
+--              "hovers": [0-based lines] (optional: a hover at the first non-blank of each)}].
 local plugin_dir, python, spec_path, out = unpack(_G.arg)
 local TIMEOUT = 300000
 
@@ -69,7 +71,17 @@ for _, file in ipairs(spec) do
   local diagnostics = vim.tbl_map(function(d)
     return { line = d.lnum, severity = d.severity, message = d.message }
   end, vim.diagnostic.get(bufnr))
-  result.files[file.name] = { hints = hints, diagnostics = diagnostics, status = torchscan.status(bufnr) }
+  local hovers = {}
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = "torchscan" })[1]
+  for _, line in ipairs(file.hovers or {}) do
+    local text = vim.api.nvim_buf_get_lines(bufnr, line, line + 1, false)[1] or ""
+    local answer = client and client:request_sync("textDocument/hover", {
+      textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+      position = { line = line, character = #text:match("^%s*") },
+    }, 10000, bufnr)
+    table.insert(hovers, { line = line, text = answer and answer.result and answer.result.contents.value or vim.NIL })
+  end
+  result.files[file.name] = { hints = hints, diagnostics = diagnostics, hovers = hovers, status = torchscan.status(bufnr) }
 end
 
 vim.fn.writefile({ vim.json.encode(result) }, out)

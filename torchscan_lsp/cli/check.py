@@ -111,12 +111,21 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
                                        headline=settings.headline):
                 entries.append((h.position.line, h.position.character, "hint", h.label))
         name = _display(Path(document.path))
-        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
+        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(_one_line(message), root)}"
                 for line, col, sev, message in sorted(entries, key=lambda entry: entry[:3])]  # ties: as built
     if not session.store.targets and not errors:  # as scan says it: nothing under the paths to analyse
         out.append(f"{', '.join(_display(p) for p in paths or [f.path for f in files])}: error: {NO_TARGET}")
         errors += 1
     return out, errors
+
+
+def _one_line(message: str) -> str:
+    """``message`` on one line, as every line of ``check`` is one diagnostic: an exception's text
+    over several lines (``Failed to import ...:\n<the cause>``) joined with spaces."""
+    return _BREAK.sub(" ", message)
+
+
+_BREAK = re.compile(r"\s*\n\s*")
 
 
 def _relocate(message: str, root: Path) -> str:

@@ -21,6 +21,8 @@ __all__ = [
     "Job",
     "RenderJob",
     "ErrorInfo",
+    "TracebackFrame",
+    "traceback_text",
     "Site",
     "ModuleSite",
     "OperatorSite",
@@ -35,6 +37,7 @@ __all__ = [
     "WarmEvent",
     "analysis_job",
     "render_job",
+    "render_arguments",
     "RENDER_ATTACHMENTS",
     "render_attachments",
     "failure",
@@ -64,24 +67,66 @@ class Job(TypedDict):
 
 
 class RenderJob(TypedDict):
-    """An HTML rendering of an analysis ``report`` with the measurements to attach (by kind)."""
+    """An HTML rendering of an analysis ``report`` with the measurements to attach (by kind), the
+    counting method its module table headlines (``headline``: ``"operators"`` or ``"modules"``)
+    and the diagnostics it shows (``findings``: the editor's, each ``{"file", "line", "severity",
+    "code", "message"}``; ``None``: the report's own)."""
 
     workspace_root: str
     target: None
     report: AnalysisReport | dict[str, Any]
     measurements: dict[str, Any]
+    headline: str
+    findings: list[dict[str, Any]] | None
+
+
+class TracebackFrame(TypedDict):
+    """One frame of a failed job's traceback: ``file`` (workspace-relative, or an installed file's
+    path below ``site-packages``: ``torchvision/_meta_registrations.py``), its 1-based ``line``, the
+    ``function`` running there (``<module>`` while a module is imported) and ``source``, the line's
+    text (stripped; ``""`` when it cannot be read)."""
+
+    file: str
+    line: int
+    function: str
+    source: str
 
 
 class ErrorInfo(TypedDict):
     """Why a job failed: ``kind`` (one of :data:`ERROR_KINDS`), the exception's type name (``None``
     when no exception was involved), a message, and the workspace-relative file and 1-based line to
-    blame (``None`` when unknown: the target's own line is blamed then)."""
+    blame (``None`` when unknown: the target's own line is blamed then).
+
+    ``traceback``, when the failure happened below the line blamed (inside an installed library: an
+    import that fails in the library's own modules), holds the innermost frames there, outermost
+    first, PyTorch's own frames and this project's left out; ``cause``, the exception that started
+    it (``"RuntimeError: operator torchvision::nms does not exist"``) when the error raised is
+    another one made from it (``raise ... from error``)."""
 
     kind: str
     type: str | None
     message: str
     file: str | None
     line: int | None
+    traceback: NotRequired[list[TracebackFrame]]
+    cause: NotRequired[str]
+
+
+def traceback_text(error: Mapping[str, Any]) -> str:
+    """An error's ``cause`` (unless its message says it already) and ``traceback`` in one line, as
+    diagnostics and ``scan`` add them to the message: ``"caused by RuntimeError: ...; innermost
+    frames: lib/ops.py:4 in <module> (`register("nms")`) → lib/registry.py:9 in register (`raise
+    RuntimeError(...)`)"``; ``""`` when the error has neither."""
+    parts = []
+    cause = str(error.get("cause") or "")
+    if cause and cause.split(": ", 1)[-1] not in str(error.get("message") or ""):
+        parts.append(f"caused by {cause}")
+    frames = [f for f in error.get("traceback") or [] if isinstance(f, Mapping)]
+    if frames:
+        parts.append("innermost frames: " + " → ".join(
+            f"{f.get('file')}:{f.get('line')} in {f.get('function')}" + (f" (`{f['source']}`)" if f.get("source") else "")
+            for f in frames))
+    return "; ".join(parts)
 
 
 class Site(TypedDict):
@@ -278,10 +323,20 @@ def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]
             if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
 
 
-def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """Build a :class:`RenderJob` for ``report`` with the measurements to attach."""
+def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None, *,
+               headline: str = "operators", findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
+    """Build a :class:`RenderJob` for ``report`` with the measurements to attach, the method its
+    module table headlines and the diagnostics it shows (``None``: the report's own)."""
     return {"workspace_root": workspace_root, "target": None, "report": dict(report),
-            "measurements": dict(measurements or {})}
+            "measurements": dict(measurements or {}), "headline": headline,
+            "findings": None if findings is None else [dict(found) for found in findings]}
+
+
+def render_arguments(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``render_report`` keyword arguments of a :class:`RenderJob`: its attachments
+    (:func:`render_attachments`), its headline and its findings."""
+    return {**render_attachments(job.get("measurements")), "headline": job.get("headline") or "operators",
+            "findings": job.get("findings")}
 
 
 def failure(
@@ -294,16 +349,24 @@ def failure(
     line: int | None = None,
     imported_files: Iterable[str] = (),
     log_tail: str = "",
+    traceback: list[TracebackFrame] | None = None,
+    cause: str | None = None,
 ) -> Result:
     """A failed :class:`Result` of the job for ``target``: the one builder every side uses.
 
     ``kind`` is one of :data:`ERROR_KINDS`; ``file`` and ``line`` the workspace file and line to
-    blame, when known. ``log_tail`` is added only when not empty.
+    blame, when known; ``traceback`` and ``cause`` as :class:`ErrorInfo` has them, each added only
+    when given. ``log_tail`` is added only when not empty.
     """
+    error: ErrorInfo = {"kind": kind, "type": type_name, "message": message, "file": file, "line": line}
+    if traceback:
+        error["traceback"] = list(traceback)
+    if cause:
+        error["cause"] = cause
     result: Result = {
         "ok": False,
         "target": target,
-        "error": {"kind": kind, "type": type_name, "message": message, "file": file, "line": line},
+        "error": error,
         "imported_files": list(imported_files),
     }
     if log_tail:

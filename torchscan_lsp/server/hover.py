@@ -16,7 +16,7 @@ from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.contract.report import DIAGNOSTIC_PYTHON_WARNING
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
+from torchscan_lsp.server.messages import STALE_NOTE, error_message, traceback_block, untrusted_message
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
 from torchscan_lsp.session.findings import receptive_field_applies
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
@@ -49,7 +49,8 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
     if state.untrusted:
         parts.append(untrusted_message(client))
     if state.error is not None:
-        parts.append(f"**Failed**: {error_message(state)}")
+        parts.append(f"**Failed**: {error_message(state, frames=False)}")
+        parts.append(traceback_block(state))
     if state.view is not None:
         if state.stale or state.error is not None:
             parts.append(STALE_NOTE)

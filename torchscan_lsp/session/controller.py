@@ -16,8 +16,9 @@ import logging
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
-from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.contract.messages import RenderJob, failure
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
+from torchscan_lsp.session.findings import page_findings
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
@@ -322,13 +323,23 @@ class Session:
 
     # the worker, besides analyses ---------------------------------------------------------------
 
+    def page_job(self, state: TargetState, *, receptive_field_notes: bool | None = None) -> RenderJob:
+        """The job that renders ``state``'s last good report as the editor shows it: with its
+        measurements, its module table headlining the ``torchscan.headline`` method, its
+        diagnostics the editor's findings (:func:`~torchscan_lsp.session.findings.page_findings`;
+        receptive-field notes as ``torchscan.receptiveFieldNotes`` says, unless
+        ``receptive_field_notes`` does: ``scan --receptive-field-notes``)."""
+        assert state.view is not None, "a report page needs a good result"
+        settings = self.settings
+        notes = settings.receptiveFieldNotes if receptive_field_notes is None else receptive_field_notes
+        findings = page_findings(state, settings.headline, receptive_field_notes=notes)
+        return build_render_job(state.key.root, state.view.report, state.measurements, headline=settings.headline,
+                                findings=findings)
+
     async def render_html(self, state: TargetState, html_path: str) -> dict:
-        """Render ``state``'s last good report, with its measurements, as one offline HTML file in
-        a worker process (rendering imports torch). Returns ``{"ok": true, "path": ...}`` or a
-        failure result."""
-        assert state.view is not None, "render_html needs a good result"
-        job = build_render_job(state.key.root, state.view.report, state.measurements)
-        return await worker_client.render_html(job, html_path, python=self.settings.python)
+        """Render :meth:`page_job` as one offline HTML file in a worker process (rendering imports
+        torch). Returns ``{"ok": true, "path": ...}`` or a failure result."""
+        return await worker_client.render_html(self.page_job(state), html_path, python=self.settings.python)
 
     async def prewarm(self) -> None:
         """Start the warm worker of the configured interpreter ahead of the first job (only once

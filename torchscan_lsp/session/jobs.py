@@ -68,9 +68,11 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
     return any(TIMING & set((getattr(t, "options", {}) or {}).get("measure") or ()) for t in targets)
 
 
-def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
+def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None, *,
+                     headline: str = "operators", findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
     """The job that renders ``report`` as HTML with its latency, per-layer latency, memory and
-    training-step measurements attached (those that did not fail)."""
+    training-step measurements attached (those that did not fail), its module table headlining
+    ``headline``'s counts and its diagnostics the ``findings`` given (the editor's)."""
     attached = {name: m for name, m in (measurements or {}).items()
                 if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
-    return render_job(root, report, attached)
+    return render_job(root, report, attached, headline=headline, findings=findings)

@@ -280,6 +280,7 @@ class _Job:
         result: dict[str, Any] = dict(failure(
             self.target_name, error.kind, error.message, type_name=error.type_name or "Error",
             file=error.file, line=error.line, imported_files=self.imported_files,
+            traceback=error.traceback, cause=error.cause,
         ))
         report = getattr(error, "report", None)
         recorder = self.blame.recorder if self.blame is not None else None
