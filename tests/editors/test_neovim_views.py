@@ -234,7 +234,7 @@ def test_the_pages_module_table_headlines_the_operators_and_names_both_methods(p
 def test_the_pages_numbers_are_the_hovers(page, neovim, workspace):
     texts = workspace[1]
     rows = {row[0]: row for row in page["modules"][1:]}
-    hovers = {hover["line"]: hover["text"] for hover in neovim["net.py"]["hovers"]}
+    hovers = {int(line): text for line, text in neovim["net.py"]["hovers"].items()}
     for needle, (path, parameters, flops, macs) in MODULES.items():
         row, hover = rows[path], hovers[line_of(texts["net.py"], needle)]
         # the page, in full, against the hand-derived counts
@@ -289,14 +289,14 @@ def test_a_failed_library_import_shows_its_innermost_frames(neovim, check, works
     assert [message for _, severity, message in check["uses_library.py"] if severity == "error"][0].endswith(
         f"RuntimeError: {FAKEDIFF_MESSAGE} (innermost frames: {chain})")
     # the target's hover lists them as Python prints a traceback, innermost last
-    (hover,) = neovim["uses_library.py"]["hovers"]
-    assert "Innermost frames of the traceback (PyTorch's own left out):" in hover["text"]
+    (hover,) = neovim["uses_library.py"]["hovers"].values()
+    assert "Innermost frames of the traceback (PyTorch's own left out):" in hover
     listed = "\n".join(f'  File "{f["file"]}", line {f["line"]}, in {f["function"]}\n    {f["source"]}' for f in frames)
-    assert listed in hover["text"], hover["text"]
+    assert listed in hover, hover
 
 
 def test_a_frozen_models_python_warnings_are_in_its_hover_only(neovim, check):
-    (hover,) = neovim["frozen.py"]["hovers"]
+    (hover,) = neovim["frozen.py"]["hovers"].values()
     assert re.search(r"Python warnings while it ran \(1\): UserWarning: None of the inputs have requires_grad=True\. "
-                     r"Gradients will be None \(raised at torch/utils/checkpoint\.py:\d+\)", hover["text"]), hover["text"]
+                     r"Gradients will be None \(raised at torch/utils/checkpoint\.py:\d+\)", hover), hover
     assert neovim["frozen.py"]["diagnostics"] == [] and "frozen.py" not in check

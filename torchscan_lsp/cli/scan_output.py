@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.messages import render_arguments, traceback_text
+from torchscan_lsp.contract.messages import render_arguments
+from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.contract.metrics import metric_value
+from torchscan_lsp.session.jobs import page_job
 from torchscan_lsp.session.measurements import measurement_failures
 from torchscan_lsp.session.training import training_summary
 
@@ -95,7 +97,7 @@ def write_html(path: Path, session: Any, shown: list[tuple[Any, dict[str, Any]]]
                receptive_field_notes: bool = False) -> None:
     """Render each successful result (``shown``: its target state and its entry, the ``file`` as
     shown and the ``target``) as an offline HTML file, as the editor's "Show report" does
-    (:meth:`~torchscan_lsp.session.controller.Session.page_job`: its measurements attached, the
+    (:func:`~torchscan_lsp.session.jobs.page_job`: its measurements attached, the
     headline method's numbers first, the editor's diagnostics; receptive-field notes with
     ``receptive_field_notes``, as in the table's list).
 
@@ -106,7 +108,7 @@ def write_html(path: Path, session: Any, shown: list[tuple[Any, dict[str, Any]]]
     from torchscan_lsp.engine.reporting.html import render_report
 
     for (state, entry), target_path in zip(shown, html_paths(path, [entry for _, entry in shown])):
-        job = session.page_job(state, receptive_field_notes=receptive_field_notes)
+        job = page_job(state, session.settings, receptive_field_notes=receptive_field_notes)
         try:
             render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}",
                           **render_arguments(job))
@@ -196,7 +198,7 @@ def training_lines(report: dict[str, Any]) -> list[str]:
     """A training report as text: the FLOPs by phase, the memory at the peak by category from both
     methods side by side, the peaks and the notes (:func:`~torchscan_lsp.session.training.training_summary`)."""
     summary = training_summary(report)
-    lines = [f"Training step ({summary.setup})"]
+    lines = [f"Training step ({summary.setup})" + (f": {summary.trainable}" if summary.trainable else "")]
     if summary.flops:
         lines.append("  FLOPs: " + ", ".join(f"{phase} {text}" for phase, text, _ in summary.flops))
     if summary.categories:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
 from torchscan_lsp.contract.report import AnalysisReport
+from torchscan_lsp.contract.tracebacks import TracebackFrame
 
 __all__ = [
     "ERROR_KINDS",
@@ -21,12 +22,12 @@ __all__ = [
     "Job",
     "RenderJob",
     "ErrorInfo",
-    "TracebackFrame",
-    "traceback_text",
     "Site",
     "ModuleSite",
     "OperatorSite",
     "LineOutput",
+    "ShapeRange",
+    "AssignedName",
     "ClassSite",
     "UncalledSite",
     "SourceMap",
@@ -76,20 +77,9 @@ class RenderJob(TypedDict):
     target: None
     report: AnalysisReport | dict[str, Any]
     measurements: dict[str, Any]
+    title: str | None
     headline: str
     findings: list[dict[str, Any]] | None
-
-
-class TracebackFrame(TypedDict):
-    """One frame of a failed job's traceback: ``file`` (workspace-relative, or an installed file's
-    path below ``site-packages``: ``torchvision/_meta_registrations.py``), its 1-based ``line``, the
-    ``function`` running there (``<module>`` while a module is imported) and ``source``, the line's
-    text (stripped; ``""`` when it cannot be read)."""
-
-    file: str
-    line: int
-    function: str
-    source: str
 
 
 class ErrorInfo(TypedDict):
@@ -110,23 +100,6 @@ class ErrorInfo(TypedDict):
     line: int | None
     traceback: NotRequired[list[TracebackFrame]]
     cause: NotRequired[str]
-
-
-def traceback_text(error: Mapping[str, Any]) -> str:
-    """An error's ``cause`` (unless its message says it already) and ``traceback`` in one line, as
-    diagnostics and ``scan`` add them to the message: ``"caused by RuntimeError: ...; innermost
-    frames: lib/ops.py:4 in <module> (`register("nms")`) → lib/registry.py:9 in register (`raise
-    RuntimeError(...)`)"``; ``""`` when the error has neither."""
-    parts = []
-    cause = str(error.get("cause") or "")
-    if cause and cause.split(": ", 1)[-1] not in str(error.get("message") or ""):
-        parts.append(f"caused by {cause}")
-    frames = [f for f in error.get("traceback") or [] if isinstance(f, Mapping)]
-    if frames:
-        parts.append("innermost frames: " + " → ".join(
-            f"{f.get('file')}:{f.get('line')} in {f.get('function')}" + (f" (`{f['source']}`)" if f.get("source") else "")
-            for f in frames))
-    return "; ".join(parts)
 
 
 class Site(TypedDict):
@@ -159,7 +132,9 @@ class ModuleSite(TypedDict):
 class OperatorSite(TypedDict):
     """Operators one line dispatched while one layer record was the innermost: ``flops`` is the
     engine's count (``None`` for an operator without a formula), ``ignored`` the reason one needs
-    none, ``layer`` the innermost record's index (``None`` outside every call)."""
+    none, ``layer`` the innermost record's index (``None`` outside every call). In the source map's
+    ``under``, the operators that ran under a plain function the line called (a helper, a method):
+    the line's frame was on the stack between the operator and the module call's ``forward``."""
 
     file: str
     line: int
@@ -170,18 +145,42 @@ class OperatorSite(TypedDict):
     layer: int | None
 
 
-class LineOutput(TypedDict):
-    """What one line computed in its first execution, while record ``layer``'s ``forward`` ran the
-    line: ``output``, the value metadata of the last thing it did, an operator it dispatched
-    (``operator``, ``call`` None) or a module call it made (``call``, the module's path, and its
-    record's output; ``operator`` None), whichever came last: the line's result."""
+class ShapeRange(TypedDict):
+    """How the shapes of a line's runs (or of a name it assigned) varied: ``distinct`` shapes, and
+    for tensors of one rank the smallest and largest size of each dimension (else None)."""
+
+    distinct: int
+    min: list[int] | None
+    max: list[int] | None
+
+
+class AssignedName(TypedDict):
+    """A name a line assigned (``xq`` of ``xq, xk = apply_rotary_emb(...)``): its value's metadata
+    after the line's first run, and ``range`` (None when every run gave one shape)."""
+
+    name: str
+    output: dict[str, Any]
+    range: ShapeRange | None
+
+
+class LineOutput(TypedDict, total=False):
+    """What one line computed in its first run, while record ``layer``'s ``forward`` ran the line:
+    ``output``, the value metadata of the last thing it did, an operator it dispatched (``operator``,
+    ``call`` None) or a module call it made (``call``, the module's path, and its record's output;
+    ``operator`` None), whichever came last: the line's result (None when only ``targets`` are
+    known). ``targets``: the local names the line assigned, in the order written, with their
+    values. ``runs`` and ``range`` only for a line that ran more than once: how many times, and how
+    the shapes of its results varied (None: they did not)."""
 
     file: str
     line: int
     layer: int | None
     operator: str | None
     call: str | None
-    output: dict[str, Any]
+    output: dict[str, Any] | None
+    targets: list[AssignedName]
+    runs: int
+    range: ShapeRange | None
 
 
 class ClassSite(TypedDict):
@@ -224,6 +223,7 @@ class SourceMap(TypedDict):
 
     modules: list[ModuleSite]
     operators: list[OperatorSite]
+    under: list[OperatorSite]
     outputs: list[LineOutput]
     classes: list[ClassSite]
     uncalled: list[UncalledSite]
@@ -323,18 +323,20 @@ def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]
             if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
 
 
-def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None, *,
-               headline: str = "operators", findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
-    """Build a :class:`RenderJob` for ``report`` with the measurements to attach, the method its
-    module table headlines and the diagnostics it shows (``None``: the report's own)."""
+def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+               title: str | None = None, *, headline: str = "operators",
+               findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
+    """Build a :class:`RenderJob` for ``report`` (an analysis report, or a comparison of two) with
+    the measurements to attach, the page's ``title`` (``None``: derived from the report), the method
+    its module table headlines and the diagnostics it shows (``None``: the report's own)."""
     return {"workspace_root": workspace_root, "target": None, "report": dict(report),
-            "measurements": dict(measurements or {}), "headline": headline,
+            "measurements": dict(measurements or {}), "title": title, "headline": headline,
             "findings": None if findings is None else [dict(found) for found in findings]}
 
 
 def render_arguments(job: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``render_report`` keyword arguments of a :class:`RenderJob`: its attachments
-    (:func:`render_attachments`), its headline and its findings."""
+    """The ``render_report`` keyword arguments of a :class:`RenderJob` but its title: its
+    attachments (:func:`render_attachments`), its headline and its findings."""
     return {**render_attachments(job.get("measurements")), "headline": job.get("headline") or "operators",
             "findings": job.get("findings")}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.messages import TracebackFrame
+from torchscan_lsp.contract.tracebacks import TracebackFrame
 from torchscan_lsp.contract.strict import failure_diagnostics
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.workspace import PACKAGE_DIR, real_path, under

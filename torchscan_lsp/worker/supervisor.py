@@ -23,7 +23,8 @@ import signal
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from torchscan_lsp.contract.messages import failure, traceback_text
+from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.worker.limits import memory_message, rss_bytes, timeout_message
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
