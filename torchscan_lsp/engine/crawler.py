@@ -41,7 +41,8 @@ from torchscan_lsp.engine.recording.operator_metrics import (
 )
 from torchscan_lsp.engine.recording.operators import counter_report, not_requested_flop_report
 from torchscan_lsp.engine.recording.param_stats import add_packed_totals, initialized, mark_uninitialized
-from torchscan_lsp.engine.recording.recorder import CallRecorder, install_hooks, remove_hooks
+from torchscan_lsp.engine.recording.hooks import install_hooks, remove_hooks
+from torchscan_lsp.engine.recording.recorder import CallRecorder
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
 from torchscan_lsp.engine.recording.totals import build_context, check_strict, forward_totals, model_totals
 
@@ -79,6 +80,7 @@ def run_forward(
                 with counter:
                     module(*inputs.args, **inputs.kwargs)
     finally:
+        recorder.close()
         remove_hooks(handles)
         for submodule, flag in zip(modules, training):
             if submodule.training is not flag:

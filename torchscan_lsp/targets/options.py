@@ -7,7 +7,8 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``) and the language server's own (``measure``, ``timeout``).
+``train`` and ``memory_budget``), the language server's own (``measure``, ``timeout``) and those of
+budgets and baselines (``budget``, ``max_increase``, ``compare_with``: :mod:`.budgets`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
+from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
+                                           check_max_increase, merge_limits)
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
@@ -25,7 +28,7 @@ ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
 TRAINING_OPTIONS = ("train", "train_memory")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
-KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS
+KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + COMPARISON_OPTIONS
 
 MODES = ("full", "structure")
 MEASUREMENTS = ("latency", "memory", "layer_latency", "train")
@@ -56,6 +59,7 @@ OPTION_HELP = {
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
     "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
+    **COMPARISON_HELP,
 }
 
 
@@ -217,6 +221,21 @@ _CHECKS = {
 }
 
 
+def _comparison_check(name: str, check: Any) -> Any:
+    """A check of :mod:`.budgets` (which raises ``TypeError``/``ValueError``) as an option check."""
+    def run(value: Any) -> None:
+        try:
+            check(value)
+        except (TypeError, ValueError) as error:
+            raise OptionError(name, str(error)) from None
+
+    return run
+
+
+_CHECKS.update({name: _comparison_check(name, check) for name, check in (
+    ("budget", check_budget), ("max_increase", check_max_increase), ("compare_with", check_compare_with))})
+
+
 def validate_option(name: str, value: Any) -> None:
     """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it.
 
@@ -268,14 +287,21 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
     """Merge option dicts, later layers winning (workspace defaults first, the target's last).
 
     ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
-    the workspace's optimizer. Any other option, and ``train=None``, replaces the earlier value.
+    the workspace's optimizer; so do ``budget`` and ``max_increase`` dicts
+    (:func:`~torchscan_lsp.targets.budgets.merge_limits`). Any other option, and ``None``, replaces the
+    earlier value.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
             earlier = merged.get(key)
-            both = key == "train" and isinstance(value, dict) and isinstance(earlier, dict)
-            merged[key] = merge_train(earlier, value) if both else value
+            both = isinstance(value, dict) and isinstance(earlier, dict)
+            if both and key == "train":
+                merged[key] = merge_train(earlier, value)
+            elif both and key in ("budget", "max_increase"):
+                merged[key] = merge_limits(earlier, value)
+            else:
+                merged[key] = value
     return merged
 
 

@@ -18,6 +18,7 @@ falls back to a stock ``FlopCounterMode`` with a recorder inside it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from sys import _getframe
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torchscan_lsp.engine.operator_formulas.complex import INPUTS_DECIDE, ComplexOperands, complex_counts, has_complex
 from torchscan_lsp.engine.recording.observers import overriding
 from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, default_mapping, flop_table, mac_table
+from torchscan_lsp.engine.recording.skipped_operators import SKIPPED_OPERATORS
 from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason
 
 try:  # torch >= 2.4
@@ -34,25 +36,8 @@ try:  # torch >= 2.4
 except ImportError:  # pragma: no cover - old torch
     ModuleTracker = None  # type: ignore[assignment,misc]
 
-__all__ = ["OperatorCounter", "SKIPPED_OPERATORS"]
+__all__ = ["OperatorCounter"]
 
-_aten = torch.ops.aten
-#: Size and metadata queries: never counted, never recorded, never observed.
-SKIPPED_OPERATORS = frozenset(
-    op
-    for op in (
-        getattr(getattr(_aten, name, None), overload, None)
-        for name, overload in (
-            ("sym_is_contiguous", "default"), ("is_contiguous", "default"), ("is_contiguous", "memory_format"),
-            ("is_strides_like_format", "default"), ("is_non_overlapping_and_dense", "default"),
-            ("size", "default"), ("sym_size", "default"), ("stride", "default"), ("sym_stride", "default"),
-            ("storage_offset", "default"), ("sym_storage_offset", "default"), ("numel", "default"),
-            ("sym_numel", "default"), ("dim", "default"),
-        )
-    )
-    if op is not None
-    # prim.device reaches a mode only from a subclass that answers .device in Python (FakeTensor)
-) | frozenset([torch.ops.prim.layout.default, torch.ops.prim.device.default])
 _DEVICE_OP = torch.ops.prim.device.default
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
 _HigherOrderOperator = getattr(torch._ops, "HigherOrderOperator", ())
@@ -158,6 +143,8 @@ class _CountingMode(TorchDispatchMode):
                         per_label = counts[label] = {}
                     per_label[packet_id] = per_label.get(packet_id, 0) + flops
             return out
+        if frames[-1].inner:  # in a container's own code: maybe in a module's forward called directly
+            counter.sync(_getframe(1))
         top = frames[-1]
         if formula is not None:
             by_packet = counter.by_packet
@@ -273,6 +260,8 @@ class OperatorCounter:
         self.paused = False
         self.recorder = recorder
         self.frames = recorder.frames if recorder is not None else None
+        #: the recorder's look at the stack for direct ``forward`` calls (:mod:`.direct_calls`)
+        self.sync = recorder.direct.sync if recorder is not None else None
         self.operator_observers = overriding(observers, "operator_ran") if recorder is not None else ()
         self._paused_modes: Any = None
         #: the caller formulas in use (they win over the defaults)
