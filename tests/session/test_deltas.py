@@ -16,7 +16,8 @@ from torch import nn
 
 from torchscan_lsp import crawl_module
 from torchscan_lsp.server.code_lens import build_code_lenses
-from torchscan_lsp.server.comparison_card import comparison_card
+from torchscan_lsp.engine.reporting.html import render_report
+from torchscan_lsp.server.comparison_card import comparison_card, layer_table
 from torchscan_lsp.server.inlay_hints import module_label
 from torchscan_lsp.server.labels import totals_label
 from torchscan_lsp.server.positions import Lines
@@ -70,6 +71,16 @@ def test_labels_carry_the_changes(widened):
     assert card.startswith("**Changes since HEAD (1a2b3c4)**: +112 params · +50 % MACs · +50 % FLOPs")
     assert ("| `0` | Conv2d | changed | 224 → 336 (+112) | 389 kFLOPs → 583 kFLOPs (+50 %) "
             "| (1, 8, 30, 30) → (1, 12, 30, 30) |") in card
+
+
+def test_the_full_diff_page_has_the_hovers_layer_table(widened, tmp_path):
+    # the page the Compare lens opens: the diff with every row of the hover's table, parameters,
+    # FLOPs and output shapes before and after (224 → 336, 388,800 → 583,200 FLOPs, 8 → 12 channels)
+    page = render_report({**widened.diff, "layer_table": layer_table(widened, "operators")}, tmp_path / "diff.html")
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>Per layer</h2>" in text
+    assert ("<tr><td>0</td><td>Conv2d</td><td>changed</td><td>224 → 336 (+112)</td>"
+            "<td>389 kFLOPs → 583 kFLOPs (+50 %)</td><td>(1, 8, 30, 30) → (1, 12, 30, 30)</td></tr>") in text
 
 
 def test_the_compare_lens_names_the_baseline_and_the_change(widened):

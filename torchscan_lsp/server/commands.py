@@ -22,6 +22,7 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
+from torchscan_lsp.server.comparison_card import layer_table
 from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE,
                                            SHOW_REPORT)
 from torchscan_lsp.session.cache import cache_folder
@@ -112,7 +113,8 @@ async def _compare_report(ls: Editor, uri: str, name: str) -> str | None:
     except OSError as error:
         raise JsonRpcInternalError(f"torchscan could not write the comparison: {error}") from error
     html_path = json_path.with_suffix(".html")
-    rendered = await ls.session.baselines.render(state, str(html_path))
+    table = layer_table(comparison, ls.session.settings.headline)
+    rendered = await ls.session.baselines.render(state, str(html_path), table)
     shown = html_path if rendered.get("ok") and html_path.exists() else json_path
     if shown is json_path:
         message = (rendered.get("error") or {}).get("message", "")

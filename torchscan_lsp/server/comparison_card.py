@@ -11,7 +11,7 @@ from torchscan_lsp.server import labels
 from torchscan_lsp.session.deltas import Change, Comparison, LayerRow
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method
 
-__all__ = ["MAX_ROWS", "comparison_card", "row_cells", "summary_text", "HEADERS"]
+__all__ = ["MAX_ROWS", "comparison_card", "layer_table", "row_cells", "summary_text", "HEADERS"]
 
 HEADERS = ("layer", "type", "change", "parameters", "FLOPs", "output")
 """The columns of the per-layer table."""
@@ -93,3 +93,12 @@ def comparison_card(comparison: Comparison | None, headline: str = DEFAULT_HEADL
         parts.append(f"The two reports were written by different versions ({named}): numbers may differ for "
                      "that reason alone.")
     return "\n\n".join(parts)
+
+
+def layer_table(comparison: Comparison, headline: str = DEFAULT_HEADLINE) -> dict[str, object]:
+    """Every row of the per-layer table, as plain text cells, for the full diff page
+    (``{"headers": [...], "rows": [[...], ...], "note": "..."}``): the hover's table without its
+    :data:`MAX_ROWS` cut."""
+    shown = method(headline)
+    return {"headers": list(HEADERS), "rows": [row_cells(row, quote="") for row in comparison.layer_rows(shown.flops)],
+            "note": f"FLOPs of the {shown.title}."}

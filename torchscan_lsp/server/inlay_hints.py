@@ -121,11 +121,10 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
 
 
 def output_label(info) -> tuple[str, str]:
-    """Label and tooltip of a line's result: the output of the last operator it dispatched or
-    module call it made in its first execution (``→ (1, 2, 8, 8)``)."""
-    entry = info.output
-    where = f" in the call of {fmt.layer_name(entry['path'], '`')}" if entry.get("path") is not None else ""
-    return labels.shape_label(entry.get("output")), f"Output of {labels.output_source(entry)}{where}"
+    """Label and tooltip of a line's result in its first run: the output of the last operator it
+    dispatched or module call it made (``→ (1, 2, 8, 8)``), or the shapes of the names it assigned
+    (``xq (1, 32, 64) · xk (1, 32, 32)``), noting runs whose shapes vary (:func:`labels.line_label`)."""
+    return labels.line_label(info.output), labels.result_text(info.output)
 
 
 def parameters_label(entries: list[dict]) -> tuple[str, str]:
@@ -169,15 +168,15 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals, headline, comparison),
                                                      None, _tooltip(state, totals_tooltip(view, headline, comparison)), stale))
         for line, info in sorted(state.lines_in(name, lines.lines).items()):
-            # The root module's cost is what the totals hint on the target line already says; a line
-            # that built the root's children without the root (a library model) gets the root's.
-            defined = view.line_modules([p for p in info.defined if p])
-            if defined == [""] and "" in info.defined:
+            # The line that built the model (``model = Whisper(dims)``, or a library model's
+            # constructor) gets the root's hint; the target's own line has it as the totals already.
+            own_line = name == state.key.file and line == state.line
+            defined = view.line_modules(info.defined)
+            if defined == [""] and own_line:
                 defined = []
             if settings.modules and defined:
                 label, tip = module_label(view, defined, headline, comparison)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
-            own_line = name == state.key.file and line == state.line
             if settings.modules and info.instances and not own_line:
                 label, tip = module_label(view, info.instances, headline, comparison)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))

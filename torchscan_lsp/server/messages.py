@@ -75,7 +75,7 @@ _ERROR_ADVICE = {
     "factory": "the factory raised while building the model",
     "forward": "the forward pass failed on the given inputs",  # the worker's message advises what fits the case
     "result": "the factory did not return a model",
-    "strict": "strict mode refused an incomplete analysis; count what is missing, or name fewer counts in the strict option",
+    "strict": "strict mode refused an incomplete analysis; count what is missing, or check less: strict=\"headline\" or fewer counts",
     "timeout": "the analysis did not finish in time",
     "memory": "the analysis ran out of its memory limit",  # the message names the setting (or flag) to raise
     "crash": "the worker process crashed",

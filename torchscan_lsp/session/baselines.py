@@ -153,14 +153,16 @@ class Baselines:
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
 
-    async def render(self, state: TargetState, html_path: str) -> dict:
+    async def render(self, state: TargetState, html_path: str, layer_table: dict | None = None) -> dict:
         """Render ``state``'s comparison with its baseline (``compare_reports``' diff) as one offline
         HTML file in a worker process (rendering imports torch): ``{"ok": true, "path": ...}`` or
-        a failure result."""
+        a failure result. ``layer_table`` (``{"headers", "rows", "note"}``, text cells): the
+        per-layer table the hover shows, drawn in full at the top of the page."""
         comparison = state.comparison
         assert comparison is not None and comparison.diff is not None, "render needs a comparison"
         title = f"{state.key.name}: now against {comparison.label}" + (f" ({comparison.commit})" if comparison.commit else "")
-        job = build_render_job(state.key.root, comparison.diff, None, title)
+        diff = {**comparison.diff, "layer_table": layer_table} if layer_table else comparison.diff
+        job = build_render_job(state.key.root, diff, None, title)
         return await worker_client.render_html(job, html_path, python=self.session.settings.python)
 
     def _view(self, key: str, result: dict) -> ResultView:

@@ -17,7 +17,7 @@ import difflib
 import re
 from typing import Any
 
-from torchscan_lsp.contract.strict import strict_counts
+from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
 from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
                                            check_max_increase, merge_limits)
@@ -52,8 +52,9 @@ OPTION_HELP = {
     "dtype": 'a dtype name such as "float32" or "torch.bfloat16", or a list of names (one per input)',
     "device": 'a device string such as "cpu", "cuda" or "cuda:1"',
     "mode": '"full" or "structure"',
-    "strict": 'True (FLOPs, MACs and parameters), False, or a list of "flops", "macs", "parameters", '
-    '"dmas" and "receptive_field"',
+    "strict": 'True (every count complete by every method), "headline" (FLOPs, MACs and parameters, '
+    'each complete by one method), False, or a list of "flops", "macs", "parameters", "dmas" and '
+    '"receptive_field" (checked as "headline" checks)',
     "measure": 'a list of "latency", "memory", "layer_latency" and "train"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
@@ -141,7 +142,7 @@ def _check_mode(value: Any) -> None:
 
 def _check_strict(value: Any) -> None:
     try:
-        strict_counts(value)
+        strict_rule(value)
     except (TypeError, ValueError):
         raise OptionError("strict", f"strict must be {OPTION_HELP['strict']}, got {value!r}") from None
 
