@@ -106,7 +106,7 @@ def test_the_html_table_has_the_hovers_numbers_for_a_module_called_through_forwa
     calls = [by_path[(f"layers.{i}.attention", "0")] for i in (0, 1)]
     beside = {"FLOPs": [], "MACs": []}
     for row in calls:
-        assert int(row[column["parameters"]]) == parameters, row
+        assert row[column["parameters"]] == f"{parameters:,}", row
         assert exact(row[column["FLOPs (dispatched operators)"]]) == (False, flops), row
         assert exact(row[column["MACs (dispatched operators)"]]) == (False, macs), row
         for unit in beside:
