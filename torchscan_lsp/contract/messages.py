@@ -72,6 +72,7 @@ class RenderJob(TypedDict):
     target: None
     report: AnalysisReport | dict[str, Any]
     measurements: dict[str, Any]
+    title: str | None
 
 
 class ErrorInfo(TypedDict):
@@ -307,10 +308,12 @@ def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]
             if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
 
 
-def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """Build a :class:`RenderJob` for ``report`` with the measurements to attach."""
+def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+               title: str | None = None) -> RenderJob:
+    """Build a :class:`RenderJob` for ``report`` (an analysis report, or a comparison of two) with
+    the measurements to attach and the page's ``title`` (``None``: derived from the report)."""
     return {"workspace_root": workspace_root, "target": None, "report": dict(report),
-            "measurements": dict(measurements or {})}
+            "measurements": dict(measurements or {}), "title": title}
 
 
 def failure(

@@ -1,5 +1,6 @@
-"""Hover cards: a target's totals (both counting methods), top modules and measurements (the
-training step's FLOPs and peak memory by category among them); a module line's type, paths,
+"""Hover cards: a target's totals (both counting methods), top modules, what changed since its
+baseline (:mod:`.comparison_card`) and measurements (the training step's FLOPs and peak memory by
+category among them); a module line's type, paths,
 parameters, inputs and output, work by both methods with a note on where they differ and why,
 direct children, receptive field (where one applies) or token dependencies; a line's operators.
 Markdown, built from the target states alone (no I/O)."""
@@ -14,6 +15,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
@@ -51,10 +53,12 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         if state.stale or state.error is not None:
             parts.append(STALE_NOTE)
         view = state.view
-        parts.append(labels.totals_label(view.totals, headline))
+        comparison = state.comparison if not (state.stale or state.error is not None) else None
+        parts.append(labels.totals_label(view.totals, headline, comparison))
         parts.append(parameters_text(dict(view.totals)))
         parts.append(methods_table(view, [""], dict(view.totals), headline))
         parts.append(top_modules(view, headline))
+        parts.append(comparison_card(comparison, headline))
         if view.report.get("inputs"):
             parts.append("Inputs: " + labels.inputs_text(view.report["inputs"]))
     memory = model_memory(state)
@@ -87,7 +91,8 @@ def _model_spread(state: TargetState) -> str:
 def training_card(summary: TrainingSummary) -> str:
     """Markdown of a training step: FLOPs by phase, then the peak memory by category from both
     methods side by side (estimated on fake tensors, measured on a real step)."""
-    rows = [f"**Training step** ({summary.setup})", "", "| FLOPs | value | status |", "| --- | --- | --- |"]
+    rows = [f"**Training step** ({summary.setup})" + (f": {summary.trainable}" if summary.trainable else ""), "",
+            "| FLOPs | value | status |", "| --- | --- | --- |"]
     rows += [f"| {phase} | {text} | {status} |" for phase, text, status in summary.flops]
     table = ["| memory at the peak | estimated | measured |", "| --- | --- | --- |"]
     table += [f"| {name} | {left} | {right} |" for name, left, right in summary.categories]

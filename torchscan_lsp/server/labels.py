@@ -10,27 +10,52 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.session.deltas import Change, Comparison
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method
 
 SHAPE_LIMIT = 40
 """Characters of a shape hint before it is cut with ``…``."""
 
 
-def totals_label(totals: Mapping[str, Mapping[str, Any]], headline: str = DEFAULT_HEADLINE) -> str:
+def totals_label(totals: Mapping[str, Mapping[str, Any]], headline: str = DEFAULT_HEADLINE,
+                 comparison: Comparison | None = None) -> str:
     """The one-line summary of a report's totals: ``"11.7M params · 1.82 GMACs · 3.64 GFLOPs"``.
 
     MACs and FLOPs are the ``headline`` method's (:mod:`torchscan_lsp.session.headline`: the
     dispatched operators' by default, else the module formulas'), both of one method; the other
-    method stands beside them in hovers, never merged into this line.
+    method stands beside them in hovers, never merged into this line. With a ``comparison`` whose
+    numbers changed, the line is the parameters and FLOPs, each that changed with its change
+    (:func:`with_change`): ``"336 params (+112) · 583 kFLOPs (+50 %)"``.
     """
     shown = method(headline)
-    return fmt.SEPARATOR.join(
-        [
-            fmt.metric_text(totals.get("parameters"), "params"),
-            fmt.metric_text(totals.get(shown.macs), "MACs"),
-            fmt.metric_text(totals.get(shown.flops), "FLOPs"),
-        ]
-    )
+    rows = [("parameters", "params", False), (shown.macs, "MACs", True), (shown.flops, "FLOPs", True)]
+    if comparison is not None and comparison.ready and any(comparison.total(name).changed for name, _, _ in rows):
+        # with its changes the line would pass the 43 characters VS Code shows of a hint: the MACs go
+        # (the hover and the lens have them), as on a module line
+        return fmt.SEPARATOR.join(with_change(fmt.metric_text(totals.get(name), unit), comparison.total(name), relative)
+                                  for name, unit, relative in (rows[0], rows[2]))
+    return fmt.SEPARATOR.join(fmt.metric_text(totals.get(name), unit) for name, unit, _ in rows)
+
+
+def change_text(change: Change, relative: bool) -> str:
+    """A change as a hint shows it, ``""`` when the number did not change or a side has none:
+    ``"+112"``, ``"−12.3k"``; with ``relative`` a share of the baseline (``"+50 %"``; a change from 0
+    as a count); ``"+576 known"`` when a side is a lower bound, for a difference of the counted
+    parts only, never an exact change of the whole."""
+    delta = change.delta
+    if delta is None or delta == 0:
+        return ""
+    if change.known:
+        return f"{fmt.change(delta, '', full=False)} known"
+    if relative and change.before:
+        return fmt.relative_change(change.before, change.after)
+    return fmt.change(delta, "", full=False)
+
+
+def with_change(text: str, change: Change, relative: bool) -> str:
+    """``text`` followed by its change in parentheses (:func:`change_text`), when there is one."""
+    shown = change_text(change, relative)
+    return f"{text} ({shown})" if shown else text
 
 
 def shape_label(meta: Mapping[str, Any] | None) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import is_library
+from torchscan_lsp.session.line_operators import Site, operators_by_line
 from torchscan_lsp.contract.report import (
     MODULE_FORMULA_METRICS,
     OPERATOR_METRICS,
@@ -25,9 +26,6 @@ from torchscan_lsp.contract.report import (
     subtree_layers,
     subtree_total,
 )
-
-Site = tuple[str, int]
-"""A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
@@ -151,6 +149,19 @@ class ResultView:
         self._summaries[key] = summary
         return summary
 
+    def warm(self, file: str) -> None:
+        """Compute the module summaries that the hints of ``file``'s lines show (the outermost
+        modules each line built, the instances of each ``class`` line) now, so that answering its
+        hints is a look-up: the session calls this off the event loop, for the target's own file,
+        before the view is shown. A summary costs time in proportion to the report's layers, and a
+        line may build hundreds of modules."""
+        for info in list(self.lines_in(file).values()):
+            defined = self.line_modules([path for path in info.defined if path])
+            if defined:
+                self.module_summary(defined)
+            if info.instances:
+                self.module_summary(info.instances)
+
     @staticmethod
     def _shared(layers: list[dict]) -> dict[str, Any]:
         """Parameters of ``layers`` counted under modules outside them (each module's first call:
@@ -168,13 +179,13 @@ class ResultView:
         return {"shared_elements": elements, "shared_with": owners}
 
     @functools.cached_property
-    def _known_paths(self) -> dict[str, None]:
+    def known_paths(self) -> dict[str, None]:
         """Every module path the result names (called or never called itself), in call order."""
         return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
 
     def children(self, path: str) -> list[str]:
         """The direct children of module ``path`` that the result names, in first-call order."""
-        return [p for p in self._known_paths if p and ancestors(p)[-1] == path]
+        return [p for p in self.known_paths if p and ancestors(p)[-1] == path]
 
     def line_modules(self, defined: Iterable[str]) -> list[str]:
         """The modules a line built, as it should be summed and named: the outermost of ``defined``
@@ -183,7 +194,8 @@ class ResultView:
         MistralForCausalLM(config)``: the library's constructor ran on that line, and the factory
         returned the model on another)."""
         paths = list(dict.fromkeys(defined))
-        outer = [p for p in paths if not any(above in paths for above in ancestors(p))]
+        members = set(paths)  # a line may build hundreds
+        outer = [p for p in paths if not any(above in members for above in ancestors(p))]
         top = self.children("")
         # a container the root holds (diffusers' down_blocks) is named on the line by its children
         built = [t for t in top if t in outer or any(p.startswith(t + ".") for p in paths)]
@@ -308,7 +320,7 @@ class ResultView:
                 if module is not None:
                     self._ops_by_module[module].append(((entry["file"], int(entry["line"])), entry))
         for name in ("operators", "under"):
-            for site, entries in _per_line(source_map.get(name) or []).items():
+            for site, entries in operators_by_line(source_map.get(name) or []).items():
                 setattr(self.lines[site], name, entries)
 
     def _module_site(self, path: str) -> Site | None:
@@ -365,25 +377,6 @@ class ResultView:
                 self.lines[site].diagnostics.append(diagnostic)
             if not any(not is_library(file) for file, _ in sites):  # no workspace line shows it
                 self._unattributed.append(diagnostic)
-
-
-def _per_line(entries: Iterable[Mapping[str, Any]]) -> dict[Site, list[dict]]:
-    """Source-map operator entries by line, one per operator: a line that ran an operator in the
-    calls of several modules (a helper they share) has their calls and FLOPs summed (FLOPs unknown
-    when one entry's are)."""
-    found: dict[Site, dict[str, dict]] = defaultdict(dict)
-    for entry in entries:
-        if not (entry.get("file") and entry.get("line")):
-            continue
-        merged = found[(entry["file"], int(entry["line"]))]
-        into = merged.get(entry.get("operator"))
-        if into is None:
-            merged[entry.get("operator")] = {name: value for name, value in entry.items() if name not in ("module", "layer")}
-            continue
-        into["calls"] = into.get("calls", 0) + entry.get("calls", 0)
-        both = (into.get("flops"), entry.get("flops"))
-        into["flops"] = None if None in both else both[0] + both[1]
-    return {site: list(merged.values()) for site, merged in found.items()}
 
 
 def outermost(calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
