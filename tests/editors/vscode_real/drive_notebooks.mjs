@@ -70,7 +70,8 @@ try {
       await quickOpen(config.notebook);
       await page.waitForSelector('.notebook-editor .code-cell-row', { timeout: config.analysisTimeoutMs });
       const hints = await poll(cellHints, matches(config.expected), config.analysisTimeoutMs);
-      return { cells: (await cellLines()).length, hints, lenses: await poll(cellLenses, (found) => found.some((titles) => titles.length > 0)) };
+      // the lens is asked for again once the analysis ends: wait past its "analysing…" title
+      return { cells: (await cellLines()).length, hints, lenses: await poll(cellLenses, (found) => found.some((titles) => titles.length > 0 && !/analysing/.test(titles[0]))) };
     },
     { fatal: true },
   );
