@@ -63,7 +63,7 @@ async def _hover(client, uri, line):
 
 async def test_an_estimate_over_the_budget_is_a_warning_on_the_target(client):
     path = client.root / "linear.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     target = line_of(path, "def build_linear")
     warnings = [(d.range.start.line + 1, d.message) for d in client.diagnostics.get(uri, [])
                 if d.severity == types.DiagnosticSeverity.Warning]
@@ -80,7 +80,7 @@ async def test_an_estimate_over_the_budget_is_a_warning_on_the_target(client):
 
 async def test_measure_training_step_runs_both_methods(client):
     path = client.root / "linear.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     target = line_of(path, "def build_linear")
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))

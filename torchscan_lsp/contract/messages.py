@@ -18,6 +18,7 @@ from torchscan_lsp.contract.report import AnalysisReport
 __all__ = [
     "ERROR_KINDS",
     "MEASUREMENT_KINDS",
+    "JOB_PHASES",
     "Job",
     "RenderJob",
     "ErrorInfo",
@@ -48,12 +49,19 @@ ERROR_KINDS = ("import", "options", "factory", "result", "forward", "strict", "t
 #: Measurements a job may ask for besides the analysis.
 MEASUREMENT_KINDS = ("latency", "memory", "layer_latency")
 
+#: What a job runs (:class:`Job`'s ``phase``): ``all``, the analysis and every measurement, the
+#: training estimate that a target's ``train`` options ask for included; ``forward``, the same
+#: without that estimate (the editor runs it as a job of its own, so that it never delays the
+#: hints); ``training``, that estimate alone.
+JOB_PHASES = ("all", "forward", "training")
+
 
 class Job(TypedDict):
     """One analysis: the target ``target`` of ``file`` (absolute) under ``workspace_root``
     (absolute), with its engine ``options`` (``input_shape`` as JSON lists, ``dtype`` names,
     ``device``, ``mode``, ``strict``), the buffer text to run instead of the file (``None``: the
-    file on disk) and the measurements to run after it (names from :data:`MEASUREMENT_KINDS`)."""
+    file on disk), the measurements to run after it (names from :data:`MEASUREMENT_KINDS`) and what
+    of it runs (``phase``, one of :data:`JOB_PHASES`; ``all`` when absent)."""
 
     workspace_root: str
     file: str
@@ -61,6 +69,7 @@ class Job(TypedDict):
     options: dict[str, Any]
     source_text: str | None
     measure: list[str]
+    phase: NotRequired[str]
 
 
 class RenderJob(TypedDict):
@@ -187,7 +196,10 @@ class SourceMap(TypedDict):
 
 class Result(TypedDict, total=False):
     """What a job returns. ``ok`` true: ``report``, ``source_map``, optional ``measurements`` (by
-    kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``.
+    kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``;
+    for a target with ``train`` options also ``structure``, the digest of the model's structure
+    that its training estimate depends on (a ``training`` phase has ``measurements`` only, no
+    ``report``).
     ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
     ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
     the process printed anything; ``ok`` true also ``library_stamps``, the modification times (ns)
@@ -200,6 +212,7 @@ class Result(TypedDict, total=False):
     measurements: dict[str, Any]
     imported_files: list[str]
     library_stamps: dict[str, int]
+    structure: str
     elapsed_s: float
     error: ErrorInfo
     log_tail: str

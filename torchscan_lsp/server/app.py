@@ -50,7 +50,7 @@ class TorchscanServer(LanguageServer):
     def __init__(self) -> None:
         # No handler runs on pygls' thread pool: its one thread reads stdin.
         super().__init__("torchscan-lsp", package_version(), max_workers=1)
-        self.session = Session(listener=self, keep_results=True)
+        self.session = Session(listener=self, keep_results=True, separate_training=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
@@ -145,9 +145,9 @@ class TorchscanServer(LanguageServer):
 
     # notifications ----------------------------------------------------------------------------
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """Listener hook: show progress for a starting job."""
-        self.progress.job_started(state, task)
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        """Listener hook: show progress for a starting job (``activity``: what it does)."""
+        self.progress.job_started(state, task, activity)
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""

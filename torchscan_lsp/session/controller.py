@@ -3,7 +3,8 @@
 On every change the text is scanned for targets (``ast``, never executed). On open and save (and
 while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when the
 target's file, the files its model imported, its options and the interpreter are unchanged, else in
-a worker process through the scheduler. Results land in the :class:`~.state.Store`; a listener (the
+a worker process through the scheduler. The editor's session runs the training estimate of a target
+with ``train`` options as a job of its own after the forward one (:mod:`.estimates`). Results land in the :class:`~.state.Store`; a listener (the
 language server, or nothing for ``check`` and ``scan``) hears when a job starts and when states
 change. The session is the only way to the worker: it also renders HTML reports there, and starts
 and stops the warm worker. It imports neither pygls nor torch.
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.contract.training import estimate_unasked
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
+from torchscan_lsp.session.estimates import TrainingEstimates
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
@@ -39,15 +42,16 @@ RunJob = Callable[..., Awaitable[dict]]
 class Listener(Protocol):
     """What the session tells its owner."""
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """A worker job for ``state`` started running (``task`` may be cancelled to stop it)."""
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
+        ``activity`` says what it does (``"analysing net"``)."""
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
 
 
 class _Silent:
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         pass
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
@@ -66,10 +70,15 @@ class Session:
         run_job: the worker entry point.
         keep_results: keep results on disk too, as the setting ``cacheResults`` says (the editor's
             session; a command measures what it is pointed at).
+        separate_training: run the training estimate of a target with ``train`` options as a job
+            of its own after the forward analysis, and reuse it while the model is unchanged (the
+            editor's session: its hints never wait for the estimate); otherwise one job does both
+            (``check`` and ``scan``, which show everything at once).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
-                 run_job: RunJob = worker_client.run, keep_results: bool = False) -> None:
+                 run_job: RunJob = worker_client.run, keep_results: bool = False,
+                 separate_training: bool = False) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
         self.listener = listener or _Silent()
@@ -78,6 +87,7 @@ class Session:
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
+        self.estimates = TrainingEstimates(self) if separate_training else None
         self._configs: dict[str, WorkspaceConfig] = {}
 
     @property
@@ -193,10 +203,14 @@ class Session:
 
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:
-        """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
+        """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`); of phase
+        ``forward`` when its training estimate runs as a job of its own (``separate_training``)."""
         defaults = self.workspace_config(document.root).defaults
-        return build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
-                         source_text=document.text if unsaved else None)
+        job, limits = build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
+                                source_text=document.text if unsaved else None)
+        if self.estimates is not None and estimate_unasked(job["options"]) and "train" not in job["measure"]:
+            job["phase"] = "forward"
+        return job, limits
 
     def analyse(self, document: Document, names: Iterable[str] | None = None, *, measure: Iterable[str] = (),
                 unsaved: bool = False, delay_s: float = 0.0, use_cache: bool = True) -> list[TargetState]:
@@ -223,9 +237,10 @@ class Session:
             if cached is not None:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
+                self._follow(state, job, limits, cached)
                 continue
-            self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
-                                  delay_s=delay_s)
+            self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text, f=not use_cache:
+                                  self._job(s, j, x, k, t, force=f), delay_s=delay_s)
         if changed:
             self._notify(changed, set())
         return states
@@ -258,10 +273,11 @@ class Session:
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _job(self, state: TargetState, job: dict, limits: Limits, key: str, text: str) -> None:
+    async def _job(self, state: TargetState, job: dict, limits: Limits, key: str, text: str, *,
+                   force: bool = False) -> None:
         task = asyncio.current_task()
         state.running = True
-        self.listener.job_started(state, task)
+        self.listener.job_started(state, task, f"analysing {state.key.name}")
         self._notify([state], set())
         before = state.files
         try:
@@ -281,7 +297,13 @@ class Session:
         if result.get("ok"):
             self.cache.put(key, result, self.file_hash(job["workspace_root"]))
         self._apply(state, result, text)
+        self._follow(state, job, limits, result, force=force)
         self._notify([state], before)
+
+    def _follow(self, state: TargetState, job: dict, limits: Limits, result: dict, *, force: bool = False) -> None:
+        """Keep, take or start the training estimate that goes with ``state``'s new ``result``."""
+        if self.estimates is not None:
+            self.estimates.follow(state, job, limits, result, python=self.settings.interpreter, force=force)
 
     def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
         """Take ``result`` of ``state``'s job, whose target file read ``text``."""
@@ -313,6 +335,10 @@ class Session:
             except (OSError, UnicodeDecodeError):
                 continue
         return texts
+
+    def notify_changed(self, states: list[TargetState]) -> None:
+        """Tell the listener that ``states`` changed (their files' features may differ)."""
+        self._notify(states, set())
 
     def _notify(self, states: list[TargetState], before: set[str]) -> None:
         files: set[tuple[str, str]] = set()
