@@ -33,6 +33,7 @@ __all__ = [
     "Result",
     "WarmRequest",
     "PreloadRequest",
+    "ImportRequest",
     "WarmEvent",
     "analysis_job",
     "render_job",
@@ -238,6 +239,14 @@ class PreloadRequest(TypedDict):
 
     preload: list[str]
     root: str | None
+
+
+# "import" is a keyword, so this message type is written in the functional form.
+ImportRequest = TypedDict("ImportRequest", {"import": list[str], "root": "str | None"})
+ImportRequest.__doc__ = """A line the server writes to a warm parent: import, into itself and before it forks its
+next job, what the import statements of the annotated files of the workspace at ``root`` name
+(``import``: ``MODULE`` or ``MODULE:NAME`` entries, see
+:func:`torchscan_lsp.targets.imports.imported_names`), except what resolves to a workspace file."""
 
 
 class WarmEvent(TypedDict, total=False):

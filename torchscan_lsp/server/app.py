@@ -66,12 +66,16 @@ class TorchscanServer(LanguageServer):
 
     # what the features see ---------------------------------------------------------------------
 
-    def root_for(self, path: str) -> str:
-        """The workspace folder that contains ``path`` (the innermost), else the root, else its folder."""
+    def workspace_roots(self) -> list[str]:
+        """The client's workspace folders, then its root path, each once."""
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()] if self.workspace else []
         if self.workspace is not None and self.workspace.root_path:
             folders.append(self.workspace.root_path)
-        return root_for(path, [f for f in folders if f])
+        return list(dict.fromkeys(f for f in folders if f))
+
+    def root_for(self, path: str) -> str:
+        """The workspace folder that contains ``path`` (the innermost), else the root, else its folder."""
+        return root_for(path, self.workspace_roots())
 
     def document(self, uri: str) -> Document | None:
         """The tracked document of ``uri``, or ``None``."""
@@ -210,7 +214,7 @@ def create_server() -> TorchscanServer:
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
         await ls.pull_settings()
         ls.watcher.start()
-        asyncio.ensure_future(ls.session.prewarm())
+        asyncio.ensure_future(ls.session.prewarm(ls.workspace_roots()))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: TorchscanServer, params: types.DidChangeConfigurationParams) -> None:

@@ -22,6 +22,7 @@ from torchscan_lsp.contract.training import estimate_unasked
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.estimates import TrainingEstimates
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.preloading import preload_document, preload_workspace
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
@@ -221,6 +222,8 @@ class Session:
         """
         wanted = set(names) if names is not None else None
         states = [s for s in self.store.states_in(document.root, document.rel) if wanted is None or s.key.name in wanted]
+        if states and self.may_execute:  # the warm worker imports what the file imports, before its jobs
+            preload_document(self.settings.interpreter, document)
         changed = []
         for state in states:
             if state.key.name in document.retained:
@@ -356,14 +359,16 @@ class Session:
         job = build_render_job(state.key.root, state.view.report, state.measurements)
         return await worker_client.render_html(job, html_path, python=self.settings.python)
 
-    async def prewarm(self) -> None:
+    async def prewarm(self, roots: Iterable[str] = ()) -> None:
         """Start the warm worker of the configured interpreter ahead of the first job (only once
         workspace code may run: it runs that interpreter), adopting the one started with the
-        server (:func:`start_warm_worker_early`) when it is that interpreter's; stop that one
-        otherwise."""
+        server (:func:`start_warm_worker_early`) when it is that interpreter's, and have it import
+        what the annotated files of the workspace folders ``roots`` import
+        (:mod:`.preloading`); stop that one otherwise."""
         if self.may_execute:
             pool.discard_early(keep=self.settings.interpreter)
-            await pool.prewarm(self.settings.interpreter)
+            await asyncio.gather(pool.prewarm(self.settings.interpreter),
+                                 preload_workspace(self.settings.interpreter, roots))
         else:  # it ran no workspace code, and will not now
             pool.discard_early()
 

@@ -52,6 +52,8 @@ class Document:
         problems: problems of the latest scan (syntax errors, bad pragmas).
         retained: names of targets the latest scan lost to an error, kept with their last results.
         scanned_text: the text of the latest scan, so that retained targets follow later edits.
+        imports: what the import statements of the latest scan that found targets name (preload
+            entries, :func:`torchscan_lsp.targets.imports.imported_names`), for the warm worker.
     """
 
     path: str
@@ -63,6 +65,7 @@ class Document:
     problems: list[Any] = field(default_factory=list)
     retained: set[str] = field(default_factory=set)
     scanned_text: str = ""
+    imports: list[str] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
