@@ -1,12 +1,15 @@
 """Cost of ``crawl_module`` against a plain ``no_grad`` forward and against ``FlopCounterMode`` alone.
 
-Three models, one thread (``torch.set_num_threads(1)``):
+Four models, one thread (``torch.set_num_threads(1)``):
 
 * ``resnet50``: a ResNet-50 (Bottleneck blocks 3-4-6-3, as torchvision's) at 224x224;
 * ``gpt2``: GPT-2 small (12 layers, 768 wide, 12 heads) built by ``transformers`` from a config with
   random weights, on 128 tokens with an attention mask;
 * ``mobilenet``: a MobileNetV3-small (depthwise convolutions, inverted residuals,
-  squeeze-excitation, hardswish) at 224x224: many small operators, so per-call overhead is visible.
+  squeeze-excitation, hardswish) at 224x224: many small operators, so per-call overhead is visible;
+* ``blocks``: 40 pre-norm residual blocks (``x + GELU(Linear(LayerNorm(x)))``, width 16) on one
+  row: operators on 16 numbers, so the per-module and per-operator costs of counting are nearly all
+  there is (the small-operator case of issue 19).
 
 For each model the plain forward, the full analysis (structure, module formulas and operator FLOPs
 and MACs in one pass), structure mode and PyTorch's ``FlopCounterMode`` alone (the floor for counting
@@ -48,8 +51,8 @@ from resnets import resnet50  # noqa: E402 - a sibling module, not a package
 
 #: Issue 13's limits: full analysis as a multiple of FlopCounterMode alone, structure mode as a
 #: multiple of the plain forward.
-LIMITS = {"resnet50": (1.1, 1.1), "gpt2": (1.1, 1.1), "mobilenet": (1.1, 1.4)}
-ROUNDS = {"resnet50": 11, "gpt2": 9, "mobilenet": 61}
+LIMITS = {"resnet50": (1.1, 1.1), "gpt2": (1.1, 1.1), "mobilenet": (1.1, 1.4), "blocks": (1.1, 1.4)}
+ROUNDS = {"resnet50": 11, "gpt2": 9, "mobilenet": 61, "blocks": 61}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -124,6 +127,19 @@ class MobileNetV3Small(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+class Block(nn.Module):
+    """A pre-norm residual block of width ``width``: ``x + GELU(Linear(LayerNorm(x)))``."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.act(self.fc(self.norm(x)))
+
+
 def build(name: str) -> tuple[nn.Module, tuple, dict]:
     """The model (in evaluation mode) and the positional and keyword values of its call."""
     torch.manual_seed(0)
@@ -131,6 +147,8 @@ def build(name: str) -> tuple[nn.Module, tuple, dict]:
         return resnet50().eval(), (torch.rand(1, 3, 224, 224),), {}
     if name == "mobilenet":
         return MobileNetV3Small().eval(), (torch.rand(1, 3, 224, 224),), {}
+    if name == "blocks":
+        return nn.Sequential(*[Block() for _ in range(40)]).eval(), (torch.rand(1, 16),), {}
     if name == "gpt2":
         from transformers import GPT2Config, GPT2Model
 
@@ -259,7 +277,7 @@ def rss_growth(name: str, mode: str) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="resnet50,gpt2,mobilenet")
+    parser.add_argument("--models", default="resnet50,gpt2,mobilenet,blocks")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--check", action="store_true", help="exit 1 when a ratio is over its limit")
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-memory child processes")
