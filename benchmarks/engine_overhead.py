@@ -19,8 +19,9 @@ same round, are printed beside the limits, for wall-clock time and for the CPU t
 thread (the verdict: on a shared machine the thread's CPU time is far less disturbed by other
 processes than wall-clock time), with the interquartile range of the per-round ratios so that the
 noise is visible. The limits (issue 13): full analysis at most 1.1x ``FlopCounterMode`` alone on
-every model; structure mode at most 1.4x a plain forward on the net of many small operators and
-1.1x on the others. Peak resident memory is measured in child processes (one per model and mode;
+every model (``blocks`` included, issue 19); structure mode at most 1.4x a plain forward on the
+MobileNet and 1.1x on ResNet-50 and GPT-2 (none is set for ``blocks``, whose forward is little
+more than the hooks). Peak resident memory is measured in child processes (one per model and mode;
 the peak is reset after the model is built) and printed as the growth over the resident size
 before the call.
 
@@ -49,9 +50,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from resnets import resnet50  # noqa: E402 - a sibling module, not a package
 
-#: Issue 13's limits: full analysis as a multiple of FlopCounterMode alone, structure mode as a
-#: multiple of the plain forward.
-LIMITS = {"resnet50": (1.1, 1.1), "gpt2": (1.1, 1.1), "mobilenet": (1.1, 1.4), "blocks": (1.1, 1.4)}
+#: Issue 13's limits (issue 19's for ``blocks``): full analysis as a multiple of FlopCounterMode
+#: alone, structure mode as a multiple of the plain forward (``None``: no limit set).
+LIMITS = {"resnet50": (1.1, 1.1), "gpt2": (1.1, 1.1), "mobilenet": (1.1, 1.4), "blocks": (1.1, None)}
 ROUNDS = {"resnet50": 11, "gpt2": 9, "mobilenet": 61, "blocks": 61}
 
 
