@@ -1,13 +1,14 @@
 """The session: from document text to target states, through the worker, for every front end.
 
 On every change the text is scanned for targets (``ast``, never executed). On open and save (and
-while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when the
-target's file, the files its model imported, its options and the interpreter are unchanged, else in
-a worker process through the scheduler. The editor's session runs the training estimate of a target
-with ``train`` options as a job of its own after the forward one (:mod:`.estimates`). Results land in the :class:`~.state.Store`; a listener (the
-language server, or nothing for ``check`` and ``scan``) hears when a job starts and when states
-change. The session is the only way to the worker: it also renders HTML reports there, and starts
-and stops the warm worker. It imports neither pygls nor torch.
+while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when
+the target's file, the files its model imported, its options and the interpreter are unchanged,
+else in a worker process through the scheduler. The editor's session runs the training estimate of
+a target with ``train`` options as a job of its own after the forward one (:mod:`.estimates`).
+Results land in the :class:`~.state.Store`; a listener (the language server, or nothing for
+``check`` and ``scan``) hears when a job starts and when states change. The session is the only way
+to the worker: it also renders HTML reports there, and starts and stops the warm worker. It imports
+neither pygls nor torch.
 """
 
 from __future__ import annotations

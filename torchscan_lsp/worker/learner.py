@@ -6,8 +6,9 @@ is imported into the parent itself, before it forks its next job while none runs
 idles otherwise (:meth:`Learner.import_direct`): an entry that resolves to a workspace file is
 refused unimported, one that raises is skipped, and one that started a thread or initialised CUDA
 retires the parent (its successor skips it). Further candidates arrive from the reports of ended
-jobs (:meth:`Learner.child_ended`) and from the server's ``preload`` requests (:meth:`Learner.offer`). While no job runs (learning must not take a
-core from an analysis someone waits for), one probe child at a time imports a batch
+jobs (:meth:`Learner.child_ended`) and from the server's ``preload`` requests
+(:meth:`Learner.offer`). While no job runs (learning must not take a core from an analysis
+someone waits for), one probe child at a time imports a batch
 (:func:`.preload.probe`); when it ends, what it accepted is imported into the parent one module at
 a time while no job runs (:meth:`Learner.import_some`: a job that arrives meanwhile is forked at
 once and imports the rest itself), and the parent sends one event::

@@ -14,14 +14,15 @@ when a warm start is impossible, in which case the caller starts a cold process 
 A warm parent that dies (killed, or crashed) is restarted by the next job; the jobs it was running
 die with it (their parent-death signal) and end as crashes.
 
-What the annotated files of a workspace import (:func:`note_imports`) is sent to the warm parent
-as soon as it is ready, before any job, and to every later parent of that interpreter; it
-imports it before it forks its next job (see :mod:`.zygote`). A warm parent also learns the
-libraries its jobs import from outside the workspace and preloads them (see :mod:`.learner`); :attr:`WarmParent.preloaded` follows its ``preloaded`` events, every
-preloaded and skipped module is logged, and :func:`preloaded_packages` gives the status line. A
-restarted parent is asked to preload the same modules again. A parent that retires (a preloaded
-file changed on disk) takes no new jobs: the next job starts its successor, which preloads what it
-had, and the retired one is closed once its last job has ended.
+What the annotated files of a workspace import (:func:`note_imports`) is sent to the warm parent as
+soon as it is ready, before any job, and to every later parent of that interpreter; it imports it
+before it forks its next job (see :mod:`.zygote`). A warm parent also learns the libraries its jobs
+import from outside the workspace and preloads them (see :mod:`.learner`);
+:attr:`WarmParent.preloaded` follows its ``preloaded`` events, every preloaded and skipped module
+is logged, and :func:`preloaded_packages` gives the status line. A restarted parent is asked to
+preload the same modules again. A parent that retires (a preloaded file changed on disk) takes no
+new jobs: the next job starts its successor, which preloads what it had, and the retired one is
+closed once its last job has ended.
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def _unwrap(formula: Callable[..., Any]) -> Callable[..., Any]:
         formula = formula.__wrapped__  # type: ignore[attr-defined]
     code = getattr(formula, "__code__", None)
     names = getattr(formula, "__globals__", {})
-    wrapped = {name: names[name].__wrapped__ for name in getattr(code, "co_names", ()) if _is_shape_wrapped(names.get(name))}
+    wrapped = {name: names[name].__wrapped__ for name in getattr(code, "co_names", ())
+               if _is_shape_wrapped(names.get(name))}
     if not wrapped or not isinstance(formula, types.FunctionType) or formula.__closure__:
         return formula
     rebound = types.FunctionType(code, {**names, **wrapped}, formula.__name__, formula.__defaults__)
