@@ -26,6 +26,7 @@ import json
 import logging
 from typing import Any, Callable, Mapping, Protocol
 
+from torchscan_lsp.contract.training import estimate_unasked
 from torchscan_lsp.session.cache import ResultCache
 from torchscan_lsp.session.jobs import Limits
 from torchscan_lsp.session.scheduler import Scheduler
@@ -69,7 +70,7 @@ class Owner(Protocol):
     run_job: Callable[..., Any]
     listener: Any
 
-    def notify_changed(self, states: list[TargetState]) -> None:
+    def notify_states(self, states: list[TargetState]) -> None:
         """Tell the listener that ``states`` changed."""
 
 
@@ -78,10 +79,21 @@ class TrainingEstimates:
 
     Args:
         owner: the session (its scheduler, cache, worker entry point and listener).
+        enabled: estimates run as jobs of their own (the editor's session); when false, one job
+            does the forward and the estimate, and :meth:`phase` and :meth:`follow` do nothing.
     """
 
-    def __init__(self, owner: Owner) -> None:
+    def __init__(self, owner: Owner, enabled: bool = True) -> None:
         self.owner = owner
+        self.enabled = enabled
+
+    def phase(self, job: dict) -> dict:
+        """``job`` (a forward job, :func:`~.jobs.build_job`'s), of phase ``forward`` when its
+        target's training estimate is to run as a job of its own: its options ask for one unasked
+        and it does not measure a real step itself."""
+        if self.enabled and estimate_unasked(job["options"]) and "train" not in job["measure"]:
+            job["phase"] = "forward"
+        return job
 
     def follow(self, state: TargetState, job: Mapping[str, Any], limits: Limits, result: Mapping[str, Any], *,
                python: str, force: bool = False) -> None:
@@ -90,7 +102,7 @@ class TrainingEstimates:
         asked to analyse again), take a kept one of the new key, or start one. A result that
         carries a training report itself (**Measure training step**, phase ``all``) replaces the
         estimate and stops the one running."""
-        if not result.get("ok"):
+        if not self.enabled or not result.get("ok"):
             return
         scheduler = self.owner.scheduler
         if "train" in (result.get("measurements") or {}):
@@ -125,7 +137,7 @@ class TrainingEstimates:
         except asyncio.CancelledError:
             if owner.scheduler.is_current(_job_key(state), task):
                 state.training_running = False
-                owner.notify_changed([state])
+                owner.notify_states([state])
             raise
         except Exception as error:  # the client maps worker failures; this is a bug in ours
             log.exception("training estimate job failed")
@@ -142,10 +154,10 @@ class TrainingEstimates:
         if "error" in train:
             state.training_key = None  # the next save tries again: an edit may have fixed it
         else:
-            kept = {"ok": True, "target": result.get("target"), "measurements": {"train": train},
+            kept = {"ok": True, "phase": "training", "target": result.get("target"), "measurements": {"train": train},
                     "library_stamps": result.get("library_stamps") or {}, "imported_files": []}
             owner.cache.put(key, kept, lambda rel: None)
-        owner.notify_changed([state])
+        owner.notify_states([state])
 
 
 def _job_key(state: TargetState) -> tuple:

@@ -22,7 +22,8 @@ from torchscan_lsp.session.state import Document
 from torchscan_lsp.session.workspace import MARKER, python_files, read_source
 from torchscan_lsp.worker import pool
 
-__all__ = ["MAX_FILES", "annotated_imports", "preload_document", "preload_workspace"]
+__all__ = ["MAX_FILES", "annotated_imports", "preload_document", "preload_workspace", "prewarm",
+           "start_warm_worker_early"]
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +65,23 @@ def preload_document(python: str, document: Document) -> None:
     targets' jobs."""
     if document.imports:
         pool.note_imports(python, document.imports, document.root)
+
+
+async def prewarm(python: str, may_execute: bool, roots: Iterable[str] = ()) -> None:
+    """Start the warm worker of ``python`` ahead of the first job (only when workspace code may run,
+    ``may_execute``: it runs that interpreter), adopting the one started with the server
+    (:func:`start_warm_worker_early`) when it is that interpreter's, and have it import what the
+    annotated files of the workspace folders ``roots`` import (:func:`preload_workspace`); stop
+    the early one otherwise."""
+    if may_execute:
+        pool.discard_early(keep=python)
+        await asyncio.gather(pool.prewarm(python), preload_workspace(python, roots))
+    else:  # it ran no workspace code, and will not now
+        pool.discard_early()
+
+
+def start_warm_worker_early() -> None:
+    """Start the warm worker of this interpreter now, before the language server imports its own
+    libraries, so that torch imports meanwhile. It runs no workspace code; :func:`prewarm`
+    adopts it once the workspace is trusted, or stops it."""
+    pool.spawn_early()
