@@ -117,7 +117,7 @@ async def test_measure_training_step_runs_both_methods(client):
 
 async def test_the_card_of_a_fine_tuned_model_says_what_trains(client):
     path = client.root / "frozen.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     card = await _hover(client, uri, line_of(path, "def build_frozen_head"))
     # trainable: layer 0, 8 * 16 + 16 = 144; frozen: layer 2, 16 * 4 + 4 = 68; of 212
     assert "**Training step** (adamw, batch 2, for-loop on cpu): trainable 144 of 212 parameters" in card
