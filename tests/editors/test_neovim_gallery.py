@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from editor_workspace import REPO, find_nvim
+from editor_workspace import REPO, find_nvim, si
 from gallery.checks import (FILES, Shown, check_files, check_hovers, check_lines, check_mixer, check_target,
                             hover_lines, target_line, texts)
-from gallery.expected import GALLERY, MIXER
+from gallery.expected import GALLERY, MIXER, attention_flops
+from html_tables import exact, page_tables
+from workspace_files import line_of
 
 pytest.importorskip("transformers", reason="the gallery's transformer models need the examples extra")
 pytest.importorskip("einops", reason="the gallery's ViT needs the examples extra")
@@ -79,3 +81,40 @@ def test_lines_written_like_public_repositories_in_neovim(shown):
 def test_hovers_of_lines_written_like_public_repositories_in_neovim(shown):
     check_hovers(shown)
 
+
+
+@pytest.fixture(scope="module")
+def llama2c_page(tmp_path_factory) -> dict[str, list[list[str]]]:
+    out = tmp_path_factory.mktemp("page") / "llama2c.html"
+    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "scan", "examples/llama2c.py", "--html", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return page_tables(out.read_text(encoding="utf-8"))
+
+
+def test_the_html_table_has_the_hovers_numbers_for_a_module_called_through_forward(shown, llama2c_page):
+    # llama2.c's TransformerBlock calls self.attention.forward(...): no hook fires, and each call's
+    # own work (its products, its rotary embedding) is still its own, in the page as in the hover.
+    # One call on T=32 tokens, D=64 over 2 key-value heads 32 wide, 4 heads of 16:
+    T, D, KV, H, hd = 32, 64, 32, 4, 16
+    parameters = D * D + D * KV + D * KV + D * D               # wq, wk, wv, wo: 12,288
+    macs = 2 * T * D * D + 2 * T * D * KV + 2 * H * T * T * hd  # 262,144 + 131,072 + 131,072 = 524,288
+    flops = attention_flops()                                   # 1,074,048 (tests/gallery/expected.py)
+    header, *rows = llama2c_page["modules"]
+    column = {name: header.index(name) for name in header}
+    by_path = {(row[column["path"]], row[column["call"]]): row for row in rows}
+    calls = [by_path[(f"layers.{i}.attention", "0")] for i in (0, 1)]
+    beside = {"FLOPs": [], "MACs": []}
+    for row in calls:
+        assert row[column["parameters"]] == f"{parameters:,}", row
+        assert exact(row[column["FLOPs (dispatched operators)"]]) == (False, flops), row
+        assert exact(row[column["MACs (dispatched operators)"]]) == (False, macs), row
+        for unit in beside:
+            beside[unit].append(exact(row[column[f"{unit} (module formulas)"]]))
+    # the hover of the line that built both attentions: the two calls together
+    hover = shown.hovers[("examples/llama2c.py", line_of(texts()["examples/llama2c.py"], "self.attention = Attention(args)"))]
+    assert f"Parameters: {2 * parameters:,} (" in hover, hover
+    assert f"| **dispatched operators** (shown) | {si(2 * flops, 'FLOPs')} | {si(2 * macs, 'MACs')} |" in hover, hover
+    other = " | ".join(("≥ " if any(bound for bound, _ in cells) else "") + si(sum(value for _, value in cells), unit)
+                       for unit, cells in beside.items())
+    assert f"| module formulas | {other} |" in hover, (other, hover)

@@ -18,13 +18,13 @@ import os
 import re
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from editor_workspace import REPO, find_nvim, line_of, si
 from fake_library import FAKEDIFF_MESSAGE, fakediff_frames, install
+from html_tables import exact, page_tables
 from workspace_files import write
 
 CLIENT = Path(__file__).with_name("nvim_gallery.lua")
@@ -180,49 +180,12 @@ def check(workspace):
     return found
 
 
-class _Tables(HTMLParser):
-    """The rows (cell texts) of every table of a page, by the table's class."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self._table: list[list[str]] | None = None
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "table":
-            self._table = self.tables.setdefault(dict(attrs).get("class") or "", [])
-        elif tag == "tr" and self._table is not None:
-            self._table.append([])
-        elif tag in ("td", "th") and self._table is not None:
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None and self._table is not None:
-            self._table[-1].append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "table":
-            self._table = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
 @pytest.fixture(scope="module")
 def page(workspace):
     root = workspace[0]
     done = _run(workspace, "scan", "net.py", "--html", "report.html")
     assert done.returncode == 0, done.stderr
-    parser = _Tables()
-    parser.feed((root / "report.html").read_text(encoding="utf-8"))
-    return parser.tables
-
-
-def _exact(cell: str) -> tuple[bool, int]:
-    """A page cell's number in full: ``"≥ 105,047 FLOPs partial"`` → (lower bound, 105047)."""
-    found = re.match(r"(≥ )?([\d,]+) ", cell)
-    return bool(found[1]), int(found[2].replace(",", ""))
+    return page_tables((root / "report.html").read_text(encoding="utf-8"))
 
 
 def test_the_pages_module_table_headlines_the_operators_and_names_both_methods(page):
@@ -238,14 +201,14 @@ def test_the_pages_numbers_are_the_hovers(page, neovim, workspace):
     for needle, (path, parameters, flops, macs) in MODULES.items():
         row, hover = rows[path], hovers[line_of(texts["net.py"], needle)]
         # the page, in full, against the hand-derived counts
-        assert int(row[4]) == parameters and _exact(row[5]) == (False, flops) and _exact(row[7]) == (False, macs), row
+        assert int(row[4]) == parameters and exact(row[5]) == (False, flops) and exact(row[7]) == (False, macs), row
         # the hover, shortened, against the same
         assert f"Parameters: {parameters:,} (" in hover, hover
         assert f"| **dispatched operators** (shown) | {si(flops, 'FLOPs')} | {si(macs, 'MACs')} | — |" in hover, hover
         # and the other method, named in both, the same in both
-        bound, value = _exact(row[8])
+        bound, value = exact(row[8])
         beside = f"{'≥ ' if bound else ''}{si(value, 'FLOPs')}"
-        bound, value = _exact(row[9])
+        bound, value = exact(row[9])
         beside += f" | {'≥ ' if bound else ''}{si(value, 'MACs')}"
         assert f"| module formulas | {beside} |" in hover, (beside, hover)
 

@@ -206,7 +206,8 @@ class Line:
     prefix: bool = False
 
 
-def _attention_flops() -> int:
+def attention_flops() -> int:
+    """FLOPs of one call of llama2.c's Attention in the gallery, by hand."""
     # one llama2.c Attention call on T=32 tokens, D=64, 4 heads of 16 over 2 key-value heads:
     T, D, KV, H, hd = 32, 64, 32, 4, 16
     linears = 2 * T * (D * D + D * KV + D * KV + D * D)   # wq, wk, wv, wo: 786,432
@@ -227,7 +228,7 @@ LINES = [
     Line("examples/llama2c.py", "xk = repeat_kv(xk", "→ (1, 32, 4, 16)"),
     Line("examples/llama2c.py", "h = x + self.attention.forward(", "→ (1, 32, 64)"),
     # its own work counted: 2 · 1,074,048 = 2,148,096 FLOPs; parameters 2 · (64·64 + 2·64·32 + 64·64)
-    Line("examples/llama2c.py", "class Attention", f"×2 · 24.6k params · {_attention_flops() * 2 / 1e6:.2f} MFLOPs"),
+    Line("examples/llama2c.py", "class Attention", f"×2 · 24.6k params · {attention_flops() * 2 / 1e6:.2f} MFLOPs"),
     Line("examples/whisper.py", "        wv, qk = self.qkv_attention(q, k, v, mask)",
          "wv (1, 16, 32) · qk (1, 4, 16, 16) · ×6 runs, shapes vary"),
     Line("examples/whisper.py", "x = block(x)", "→ (1, 16, 32)"),
