@@ -58,6 +58,8 @@ class Session:
     def __init__(self) -> None:
         self.client = LanguageClient("torchscan-bench", "0")
         self.statuses: list[tuple[float, str, str]] = []
+        self.status_messages: list[str] = []  # the message of each status, by the same index
+        self.progress_begins: list[str] = []  # the message of each work-done progress begun
         self.changed = asyncio.Event()
         self.log: list[tuple[float, str]] = []  # the server's stderr, (time, line)
         self._log_changed = asyncio.Event()
@@ -66,6 +68,7 @@ class Session:
 
         @client.feature("torchscan/status")
         def status(params) -> None:
+            self.status_messages.append(params.message)
             self.statuses.append((time.perf_counter(), params.uri, params.state))
             self.changed.set()
 
@@ -77,7 +80,11 @@ class Session:
                        types.WINDOW_WORK_DONE_PROGRESS_CREATE):
             client.feature(method)(lambda params: None)
         client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
-        client.feature(types.PROGRESS)(lambda params: None)
+        @client.feature(types.PROGRESS)
+        def progress(params) -> None:
+            value = params.value if isinstance(params.value, dict) else vars(params.value)
+            if value.get("kind") == "begin":
+                self.progress_begins.append(str(value.get("message")))
 
     async def start(self, root: Path, checkout: Path = REPO) -> None:
         """Start the server of ``checkout`` (its working directory, so ``-m`` imports that copy)."""

@@ -57,3 +57,13 @@ def test_a_result_without_its_report_is_no_result():
     del layer["parent"]
     assert result_problem({**whole, "report": {**report, "layers": [layer]}}) == (
         "report.layers[0]: LayerReport without parent")
+
+
+def test_a_kept_training_estimate_needs_its_train_record_not_a_report():
+    # what the editor's session keeps of an estimate run as a job of its own (session/estimates.py)
+    kept = {"ok": True, "phase": "training", "target": "build", "measurements": {"train": {"peak": 1}},
+            "imported_files": [], "library_stamps": {}}
+    assert result_problem(kept) is None
+    assert result_problem({**kept, "measurements": {}}) == (
+        "measurements.train: expected an object in a training estimate's result")
+    assert result_problem({**kept, "phase": "all"}) == "the result has no report"

@@ -10,6 +10,8 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from torchscan_lsp.session.estimates import ESTIMATING
+
 ANALYSIS_TIMEOUT_S = 120
 
 
@@ -28,13 +30,14 @@ class StatusLog:
         """Index after the events seen so far (wait only for later ones)."""
         return len(self.events)
 
-    async def wait(self, uri: str, states: set[str], since: int = 0) -> tuple[str, str]:
-        """The first status for ``uri`` with a state in ``states`` at or after index ``since``."""
+    async def wait(self, uri: str, states: set[str], since: int = 0, *, estimated: bool = False) -> tuple[str, str]:
+        """The first status for ``uri`` with a state in ``states`` at or after index ``since``
+        (with ``estimated``, one whose message no longer says a training estimate runs)."""
         async def look():
             index = since
             while True:
                 for event_uri, state, message in self.events[index:]:
-                    if event_uri == uri and state in states:
+                    if event_uri == uri and state in states and not (estimated and ESTIMATING in message):
                         return state, message
                 index = len(self.events)
                 self.changed.clear()
@@ -75,15 +78,17 @@ def open_document(client, path: Path) -> str:
     return uri
 
 
-async def analysed(client, log: StatusLog, path: Path, states=frozenset({"done", "failed"})) -> str:
-    """Open ``path`` (once per session) and wait until its analysis ends; returns the URI."""
+async def analysed(client, log: StatusLog, path: Path, states=frozenset({"done", "failed"}), *,
+                   estimated: bool = False) -> str:
+    """Open ``path`` (once per session) and wait until its analysis ends (with ``estimated``, its
+    training estimate too); returns the URI."""
     uri = from_fs_path(str(path))
     if any(event[0] == uri for event in log.events):
-        await log.wait(uri, set(states), 0)
+        await log.wait(uri, set(states), 0, estimated=estimated)
         return uri
     since = log.mark()
     open_document(client, path)
-    await log.wait(uri, set(states), since)
+    await log.wait(uri, set(states), since, estimated=estimated)
     return uri
 
 

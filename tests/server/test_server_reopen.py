@@ -72,3 +72,51 @@ async def test_a_kept_file_that_is_not_a_result_is_dropped_and_the_target_runs_a
     assert json.loads(kept.read_text(encoding="utf-8"))["variants"][0]["result"]["report"]["totals"]  # rewritten
     states, labels = await _session(root, {}, path)
     assert "running" not in states and labels[target] == expected    # and kept again
+
+
+TRAINED = '''
+    import torch.nn as nn
+
+    CALLS = {calls!r}
+
+
+    # torchscan: input_shape=(4,), train={{"optimizer": "sgd", "batch": 2}}
+    def build_linear():
+        with open(CALLS, "a", encoding="utf-8") as log:
+            log.write("call\\n")
+        return nn.Linear(4, 2)
+'''
+
+
+async def _estimating_session(root, path):
+    """One server's life on a target with ``train`` options: open, wait for its analysis and its
+    training estimate, and return the target's hover card."""
+    client = LanguageClient()
+    status = lsp.attach(client)
+    await client.start_io(sys.executable, "-m", "torchscan_lsp", "serve")
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("neovim@v0.11"), root_uri=root.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+        initialization_options={"trusted": True}))
+    uri = await lsp.analysed(client, status, path, estimated=True)
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=lsp.line_of(path, "def build_linear") - 1, character=5)))
+    await client.shutdown_session()
+    return hover.contents.value
+
+
+async def test_a_reopened_editor_shows_the_kept_training_estimate_without_running_it(tmp_path):
+    root, calls = tmp_path / "ws", tmp_path / "calls.txt"
+    root.mkdir()
+    path = lsp.write(root, "linear.py", TRAINED.format(calls=str(calls)))
+    # forward of Linear(4, 2) on a batch of 2: 2 * 2 * 4 * 2 = 32 FLOPs for the product, 3 for
+    # the sum of the 4 outputs that is the loss (test_server_training.py derives the rest)
+    card = await _estimating_session(root, path)
+    assert "| forward | 35 FLOPs | complete |" in card
+    # the factory ran once for the forward analysis and twice in the estimate's job (the model
+    # its options are checked on, the model it estimates)
+    assert calls.read_text(encoding="utf-8").count("call") == 3
+    card = await _estimating_session(root, path)
+    assert "| forward | 35 FLOPs | complete |" in card
+    assert calls.read_text(encoding="utf-8").count("call") == 3  # both came from the disk, nothing ran

@@ -77,7 +77,7 @@ async def _hover(client, uri, line):
 
 async def test_an_estimate_over_the_budget_is_a_warning_on_the_target(client):
     path = client.root / "linear.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     target = line_of(path, "def build_linear")
     warnings = [(d.range.start.line + 1, d.message) for d in client.diagnostics.get(uri, [])
                 if d.severity == types.DiagnosticSeverity.Warning]
@@ -95,7 +95,7 @@ async def test_an_estimate_over_the_budget_is_a_warning_on_the_target(client):
 
 async def test_measure_training_step_runs_both_methods(client):
     path = client.root / "linear.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     target = line_of(path, "def build_linear")
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
@@ -117,7 +117,7 @@ async def test_measure_training_step_runs_both_methods(client):
 
 async def test_the_card_of_a_fine_tuned_model_says_what_trains(client):
     path = client.root / "frozen.py"
-    uri = await analysed(client, client.status, path)
+    uri = await analysed(client, client.status, path, estimated=True)
     card = await _hover(client, uri, line_of(path, "def build_frozen_head"))
     # trainable: layer 0, 8 * 16 + 16 = 144; frozen: layer 2, 16 * 4 + 4 = 68; of 212
     assert "**Training step** (adamw, batch 2, for-loop on cpu): trainable 144 of 212 parameters" in card

@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Start the server with the chosen transport; returns the exit code."""
-    from torchscan_lsp.session.controller import start_warm_worker_early
+    from torchscan_lsp.session.preloading import start_warm_worker_early
 
     start_warm_worker_early()  # the warm worker imports torch while the server imports pygls
     from torchscan_lsp.server.app import main

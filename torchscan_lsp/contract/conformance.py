@@ -158,7 +158,9 @@ def result_problem(result: Any) -> str | None:
     :class:`~.report.AnalysisReport` of schema version :data:`~.report.SCHEMA_VERSION`, a
     ``source_map`` that is a :class:`~.messages.SourceMap`, ``imported_files`` (workspace-relative
     paths), ``library_stamps`` (modification times in nanoseconds by absolute path) and, when
-    present, ``measurements`` (an object by kind) and ``target`` (a string).
+    present, ``measurements`` (an object by kind) and ``target`` (a string). The result of a
+    training estimate alone (``phase`` ``"training"``, as the editor's session keeps it) has
+    ``measurements`` holding a ``train`` object instead of the report and its source map.
 
     Returns: the first problem, as :func:`type_problem` words it.
     """
@@ -171,6 +173,10 @@ def result_problem(result: Any) -> str | None:
         return f"report.schema_version: expected {SCHEMA_VERSION}, got {_kind(report.get('schema_version'))}"
     wanted = {"report": AnalysisReport, "source_map": SourceMap, "imported_files": list[str],
               "library_stamps": dict[str, int]}
+    if result.get("phase") == "training":
+        wanted = {"measurements": dict[str, Any], "imported_files": list[str], "library_stamps": dict[str, int]}
+        if not isinstance((result.get("measurements") or {}).get("train"), dict):
+            return "measurements.train: expected an object in a training estimate's result"
     for key, hint in wanted.items():
         if key not in result:
             return f"the result has no {key}"

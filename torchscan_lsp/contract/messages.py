@@ -19,6 +19,7 @@ from torchscan_lsp.contract.tracebacks import TracebackFrame
 __all__ = [
     "ERROR_KINDS",
     "MEASUREMENT_KINDS",
+    "JOB_PHASES",
     "Job",
     "RenderJob",
     "ErrorInfo",
@@ -35,6 +36,7 @@ __all__ = [
     "Result",
     "WarmRequest",
     "PreloadRequest",
+    "ImportRequest",
     "WarmEvent",
     "analysis_job",
     "render_job",
@@ -52,12 +54,19 @@ ERROR_KINDS = ("import", "options", "factory", "result", "forward", "strict", "t
 #: Measurements a job may ask for besides the analysis.
 MEASUREMENT_KINDS = ("latency", "memory", "layer_latency")
 
+#: What a job runs (:class:`Job`'s ``phase``): ``all``, the analysis and every measurement, the
+#: training estimate that a target's ``train`` options ask for included; ``forward``, the same
+#: without that estimate (the editor runs it as a job of its own, so that it never delays the
+#: hints); ``training``, that estimate alone.
+JOB_PHASES = ("all", "forward", "training")
+
 
 class Job(TypedDict):
     """One analysis: the target ``target`` of ``file`` (absolute) under ``workspace_root``
     (absolute), with its engine ``options`` (``input_shape`` as JSON lists, ``dtype`` names,
     ``device``, ``mode``, ``strict``), the buffer text to run instead of the file (``None``: the
-    file on disk) and the measurements to run after it (names from :data:`MEASUREMENT_KINDS`)."""
+    file on disk), the measurements to run after it (names from :data:`MEASUREMENT_KINDS`) and what
+    of it runs (``phase``, one of :data:`JOB_PHASES`; ``all`` when absent)."""
 
     workspace_root: str
     file: str
@@ -65,6 +74,7 @@ class Job(TypedDict):
     options: dict[str, Any]
     source_text: str | None
     measure: list[str]
+    phase: NotRequired[str]
 
 
 class RenderJob(TypedDict):
@@ -232,7 +242,10 @@ class SourceMap(TypedDict):
 
 class Result(TypedDict, total=False):
     """What a job returns. ``ok`` true: ``report``, ``source_map``, optional ``measurements`` (by
-    kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``.
+    kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``;
+    for a target with ``train`` options also ``structure``, the digest of the model's structure
+    that its training estimate depends on (a ``training`` phase has ``measurements`` only, no
+    ``report``, and says so in ``phase`` where it is kept).
     ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
     ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
     the process printed anything; ``ok`` true also ``library_stamps``, the modification times (ns)
@@ -245,6 +258,8 @@ class Result(TypedDict, total=False):
     measurements: dict[str, Any]
     imported_files: list[str]
     library_stamps: dict[str, int]
+    structure: str
+    phase: str
     elapsed_s: float
     error: ErrorInfo
     log_tail: str
@@ -270,6 +285,14 @@ class PreloadRequest(TypedDict):
 
     preload: list[str]
     root: str | None
+
+
+# "import" is a keyword, so this message type is written in the functional form.
+ImportRequest = TypedDict("ImportRequest", {"import": list[str], "root": "str | None"})
+ImportRequest.__doc__ = """A line the server writes to a warm parent: import, into itself and before it forks its
+next job, what the import statements of the annotated files of the workspace at ``root`` name
+(``import``: ``MODULE`` or ``MODULE:NAME`` entries, see
+:func:`torchscan_lsp.targets.imports.imported_names`), except what resolves to a workspace file."""
 
 
 class WarmEvent(TypedDict, total=False):

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OPTIMIZERS", "TRAIN_OPTIONS", "TrainOptions", "parse_train_options", "parse_bytes"]
+__all__ = ["OPTIMIZERS", "TRAIN_OPTIONS", "TrainOptions", "estimate_unasked", "parse_train_options", "parse_bytes"]
 
 #: Optimizer name -> the ``torch.optim`` keyword arguments a training step may set for it.
 OPTIMIZERS: dict[str, tuple[str, ...]] = {
@@ -85,6 +85,14 @@ class TrainOptions:
         options = {key: list(value) if isinstance(value, tuple) else value for key, value in self.optimizer_options.items()}
         return {"optimizer": self.optimizer, "optimizer_options": options, "batch": self.batch, "dtype": self.dtype,
                 "autocast": self.autocast, "device": self.device}
+
+
+def estimate_unasked(options: Mapping[str, Any]) -> bool:
+    """Whether a target's merged options ask for its training step without asking to measure it:
+    ``train`` or ``train_memory`` is set (``None`` unsets a workspace default). Such a target gets
+    the step's estimate on fake tensors after every analysis, the one rule of the worker and the
+    session (docs/server.md, "Training step")."""
+    return options.get("train") is not None or options.get("train_memory") is not None
 
 
 def _error(name: str, value: Any, kind: type[Exception] = ValueError) -> Exception:

@@ -51,7 +51,7 @@ class TorchscanServer(LanguageServer):
     def __init__(self) -> None:
         # No handler runs on pygls' thread pool: its one thread reads stdin.
         super().__init__("torchscan-lsp", package_version(), max_workers=1, notebook_document_sync=NOTEBOOK_SYNC)
-        self.session = Session(listener=self, keep_results=True)
+        self.session = Session(listener=self, keep_results=True, separate_training=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
         self.settings_ready = asyncio.Event()
@@ -68,12 +68,16 @@ class TorchscanServer(LanguageServer):
 
     # what the features see ---------------------------------------------------------------------
 
-    def root_for(self, path: str) -> str:
-        """The workspace folder that contains ``path`` (the innermost), else the root, else its folder."""
+    def workspace_roots(self) -> list[str]:
+        """The client's workspace folders, then its root path, each once."""
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()] if self.workspace else []
         if self.workspace is not None and self.workspace.root_path:
             folders.append(self.workspace.root_path)
-        return root_for(path, [f for f in folders if f])
+        return list(dict.fromkeys(f for f in folders if f))
+
+    def root_for(self, path: str) -> str:
+        """The workspace folder that contains ``path`` (the innermost), else the root, else its folder."""
+        return root_for(path, self.workspace_roots())
 
     def document(self, uri: str) -> Document | None:
         """The tracked document of ``uri`` (a notebook cell's: its notebook's), or ``None``."""
@@ -157,9 +161,9 @@ class TorchscanServer(LanguageServer):
 
     # notifications ----------------------------------------------------------------------------
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """Listener hook: show progress for a starting job."""
-        self.progress.job_started(state, task)
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        """Listener hook: show progress for a starting job (``activity``: what it does)."""
+        self.progress.job_started(state, task, activity)
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""
@@ -229,7 +233,7 @@ def create_server() -> TorchscanServer:
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
         ls.watcher.start()
         await ls.pull_settings()
-        asyncio.ensure_future(ls.session.prewarm())
+        asyncio.ensure_future(ls.session.prewarm(ls.workspace_roots()))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: TorchscanServer, params: types.DidChangeConfigurationParams) -> None:

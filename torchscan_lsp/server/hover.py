@@ -18,7 +18,7 @@ from torchscan_lsp.contract.report import DIAGNOSTIC_PYTHON_WARNING
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import STALE_NOTE, error_message, traceback_block, untrusted_message
+from torchscan_lsp.server.messages import ESTIMATE_RUNNING_NOTE, STALE_NOTE, error_message, traceback_block, untrusted_message
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
 from torchscan_lsp.session.findings import receptive_field_applies
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
@@ -75,7 +75,9 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         parts.append(f"Latency: {fmt.metric_text(latency, 'seconds')} per call{_model_spread(state)} "
                      f"({latency.get('status')}, {latency.get('method')})")
     training = training_report(state)
-    if training is not None:
+    if state.training_running:
+        parts.append(ESTIMATE_RUNNING_NOTE)
+    elif training is not None:
         parts.append(training_card(training_summary(training)))
     failed = training_failure(state)
     if failed is not None:

@@ -17,6 +17,7 @@ __all__ = [
     "COMMANDS",
     "STATUS_METHOD",
     "STALE_NOTE",
+    "ESTIMATE_RUNNING_NOTE",
     "STALE_MARK",
     "allow_setting",
     "untrusted_message",
@@ -38,6 +39,9 @@ STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""
 
 STALE_NOTE = "**Stale**: from the last successful analysis; the code changed since or the latest analysis failed."
+ESTIMATE_RUNNING_NOTE = ("**Training step**: the estimate is running; it appears here, with its memory "
+                         "budget check, when it is done (the numbers above are complete without it).")
+"""A target's hover while its training estimate runs after the forward analysis."""
 STALE_MARK = " (stale)"
 """Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
 

@@ -5,7 +5,10 @@ kills the worker), and the ``torchscan/status`` notification after every state c
 "message": str, "preloaded": [str]}``, one per file whose targets changed; the state is the most
 pressing one among the file's targets (running, failed, untrusted, stale, done, idle, in that
 order); ``preloaded`` names the top-level packages the warm worker has learned from the jobs and
-preloaded (``transformers``, say), so that later analyses start with them imported.
+preloaded (``transformers``, say), so that later analyses start with them imported. A training
+estimate that runs after the hints (:mod:`torchscan_lsp.session.estimates`) has a progress of its own
+and adds ``; estimating the training step of NAME`` to a ``done`` or ``stale`` message; the state
+stays what the hints are.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from lsprotocol import types
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import ClientFacts
 from torchscan_lsp.server.messages import STATUS_METHOD, allow_setting, error_message
+from torchscan_lsp.session.estimates import ESTIMATING
 from torchscan_lsp.session.state import TargetState
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,9 @@ def file_status(states: list[TargetState], client: str | None = None) -> tuple[s
         message = "; ".join(f"{s.key.name}: {labels.totals_label(s.view.totals)}" for s in chosen if s.view is not None)
     else:
         message = "waiting for analysis"
+    estimating = [s.key.name for s in states if s.training_running]
+    if estimating and word in ("done", "stale"):
+        message += f"; {ESTIMATING} {', '.join(estimating)}"
     return word, message
 
 
@@ -67,12 +74,13 @@ class Progress:
         self.client = client
         self.preloaded = preloaded
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """Begin a cancellable progress for ``task`` when the client supports work-done progress."""
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        """Begin a cancellable progress for ``task`` when the client supports work-done progress;
+        ``activity`` is its message (``"analysing net"``)."""
         if self.client().work_done_progress:
-            asyncio.ensure_future(self._track(state, task))
+            asyncio.ensure_future(self._track(state, task, activity))
 
-    async def _track(self, state: TargetState, task: asyncio.Task) -> None:
+    async def _track(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         progress = self.progress
         token = f"torchscan-{uuid.uuid4()}"
         try:
@@ -84,8 +92,7 @@ class Progress:
             progress.tokens.pop(token, None)
             return
         loop = asyncio.get_running_loop()
-        progress.begin(token, types.WorkDoneProgressBegin(title="torchscan", message=f"analysing {state.key.name}",
-                                                          cancellable=True))
+        progress.begin(token, types.WorkDoneProgressBegin(title="torchscan", message=activity, cancellable=True))
         cancelled = progress.tokens.get(token)
         if cancelled is not None:
             cancelled.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))

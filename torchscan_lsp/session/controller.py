@@ -1,12 +1,14 @@
 """The session: from document text to target states, through the worker, for every front end.
 
 On every change the text is scanned for targets (``ast``, never executed). On open and save (and
-while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when the
-target's file, the files its model imported, its options and the interpreter are unchanged, else in
-a worker process through the scheduler. Results land in the :class:`~.state.Store`; a listener (the
-language server, or nothing for ``check`` and ``scan``) hears when a job starts and when states
-change. The session is the only way to the worker: it also renders HTML reports there, and starts
-and stops the warm worker. It imports neither pygls nor torch.
+while typing, with ``analyzeOnType``) each target gets a job (:mod:`.jobs`): from the cache when
+the target's file, the files its model imported, its options and the interpreter are unchanged,
+else in a worker process through the scheduler. The editor's session runs the training estimate of
+a target with ``train`` options as a job of its own after the forward one (:mod:`.estimates`).
+Results land in the :class:`~.state.Store`; a listener (the language server, or nothing for
+``check`` and ``scan``) hears when a job starts and when states change. The session is the only way
+to the worker: it also renders HTML reports there, and starts and stops the warm worker. It imports
+neither pygls nor torch.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
+from torchscan_lsp.session.estimates import TrainingEstimates
 from torchscan_lsp.session.jobs import Limits, build_job, effective_options, page_job
 from torchscan_lsp.session.notebooks import NotebookError, Program
 from torchscan_lsp.session.outcome import Outcome, prepare, take
+from torchscan_lsp.session.preloading import preload_document, prewarm
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
 from torchscan_lsp.session.settings import Settings, resolve
@@ -41,8 +45,9 @@ RunJob = Callable[..., Awaitable[dict]]
 class Listener(Protocol):
     """What the session tells its owner."""
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """A worker job for ``state`` started running (``task`` may be cancelled to stop it)."""
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
+        ``activity`` says what it does (``"analysing net"``)."""
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
@@ -53,7 +58,7 @@ class Listener(Protocol):
 
 
 class _Silent:
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
+    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         pass
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
@@ -75,10 +80,14 @@ class Session:
         run_job: the worker entry point.
         keep_results: keep results on disk too, as the setting ``cacheResults`` says (the editor's
             session; a command measures what it is pointed at).
+        separate_training: the training estimate of a target with ``train`` options is a job of
+            its own after the forward's, reused while the model holds (:mod:`.estimates`; the
+            editor's session), not part of the forward's job (``check``, ``scan``).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
-                 run_job: RunJob = worker_client.run, keep_results: bool = False) -> None:
+                 run_job: RunJob = worker_client.run, keep_results: bool = False,
+                 separate_training: bool = False) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
         self.listener = listener or _Silent()
@@ -87,6 +96,7 @@ class Session:
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
+        self.estimates = TrainingEstimates(self, enabled=separate_training)
         self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
         self._told_cache_problem: str | None = None
@@ -231,10 +241,12 @@ class Session:
 
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:
-        """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
+        """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`); of phase
+        ``forward`` when its training estimate runs as a job of its own (``separate_training``)."""
         defaults = self.workspace_config(document.root).defaults
-        return build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
-                         source_text=document.text if unsaved or document.program is not None else None)
+        job, limits = build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
+                                source_text=document.text if unsaved or document.program is not None else None)
+        return self.estimates.phase(job), limits
 
     def analyse(self, document: Document, names: Iterable[str] | None = None, *, measure: Iterable[str] = (),
                 unsaved: bool = False, delay_s: float = 0.0, use_cache: bool = True) -> list[TargetState]:
@@ -247,6 +259,8 @@ class Session:
         """
         wanted = set(names) if names is not None else None
         states = [s for s in self.store.states_in(document.root, document.rel) if wanted is None or s.key.name in wanted]
+        if states and self.may_execute:  # the warm worker imports what the file imports, before its jobs
+            preload_document(self.settings.interpreter, document)
         changed = []
         for state in states:
             if state.key.name in document.retained:
@@ -302,16 +316,17 @@ class Session:
             if kept is not None:
                 if self.scheduler.is_current(state.key, task):
                     take(state, kept)
+                    self.estimates.follow(state, job, limits, kept.result, python=self.settings.interpreter)
                     self._notify([state], before)
                     self.scheduler.submit(("compare", state.key), lambda s=state: self.baselines.compare([s]))
                 return
         async with self.scheduler.slot():
-            await self._run_worker(state, task, job, limits, key, text, before)
+            await self._run_worker(state, task, job, limits, key, text, before, force=not use_cache)
 
     async def _run_worker(self, state: TargetState, task: asyncio.Task | None, job: dict, limits: Limits, key: str,
-                          text: str, before: set[str]) -> None:
+                          text: str, before: set[str], *, force: bool = False) -> None:
         state.running = True
-        self.listener.job_started(state, task)
+        self.listener.job_started(state, task, f"analysing {state.key.name}")
         self._notify([state], set())
         ahead = self.baselines.resolve_ahead(state)  # git answers while the worker runs
         try:
@@ -334,6 +349,7 @@ class Session:
         if not self.scheduler.is_current(state.key, task):
             return
         take(state, outcome)
+        self.estimates.follow(state, job, limits, result, python=self.settings.interpreter, force=force)
         if result.get("ok"):  # its deltas with it, in the same refresh
             await self.baselines.refresh(state, ahead)
         self._notify([state], before)
@@ -369,16 +385,10 @@ class Session:
         true, "path": ...}`` or a failure result."""
         return await worker_client.render_html(page_job(state, self.settings), html_path, python=self.settings.python)
 
-    async def prewarm(self) -> None:
-        """Start the warm worker of the configured interpreter ahead of the first job (only once
-        workspace code may run: it runs that interpreter), adopting the one started with the
-        server (:func:`start_warm_worker_early`) when it is that interpreter's; stop that one
-        otherwise."""
-        if self.may_execute:
-            pool.discard_early(keep=self.settings.interpreter)
-            await pool.prewarm(self.settings.interpreter)
-        else:  # it ran no workspace code, and will not now
-            pool.discard_early()
+    async def prewarm(self, roots: Iterable[str] = ()) -> None:
+        """Start the configured interpreter's warm worker ahead of the first job, primed with what
+        the annotated files under ``roots`` import, or stop the early one (:func:`.preloading.prewarm`)."""
+        await prewarm(self.settings.interpreter, self.may_execute, roots)
 
     def preloaded_packages(self) -> list[str]:
         """Top-level packages the configured interpreter's warm worker has learned from the jobs
@@ -389,10 +399,3 @@ class Session:
         """Cancel every job and stop the warm workers."""
         self.scheduler.cancel_all()
         pool.shutdown()
-
-
-def start_warm_worker_early() -> None:
-    """Start the warm worker of this interpreter now, before the language server imports its own
-    libraries, so that torch imports meanwhile. It runs no workspace code; :meth:`Session.prewarm`
-    adopts it once the workspace is trusted, or stops it."""
-    pool.spawn_early()

@@ -29,15 +29,15 @@ class ScanFailure:
         self.line, self.column, self.end_column, self.message, self.severity = 1, 0, None, message, severity
 
 
-def _scan(text: str, path: str) -> tuple[list[Any], list[Any]]:
-    """Targets and problems of ``text`` (see :func:`torchscan_lsp.targets.find_targets`)."""
+def _scan(text: str, path: str) -> tuple[list[Any], list[Any], list[str]]:
+    """Targets, problems and imports of ``text`` (see :func:`torchscan_lsp.targets.find_targets`)."""
     from torchscan_lsp.targets import find_targets
 
     if len(text) > MAX_SCAN_CHARS:
         return [], [ScanFailure(f"torchscan skips files over {MAX_SCAN_CHARS / 1e6:g} million characters (this one "
-                                f"has {len(text) / 1e6:.1f} million): its targets are not analysed", "warning")]
+                                f"has {len(text) / 1e6:.1f} million): its targets are not analysed", "warning")], []
     scan = find_targets(text, path)
-    return list(scan.targets), list(scan.problems)
+    return list(scan.targets), list(scan.problems), list(scan.imports)
 
 
 def _is_error(problem: Any) -> bool:
@@ -55,15 +55,17 @@ def _follow(target: Any, moved: LineMap) -> Any:
 
 
 def rescan(document: Document) -> set[str]:
-    """Scan ``document``'s text: set its ``targets``, ``problems``, ``retained`` and
-    ``scanned_text``; return the names of the targets kept from before a broken edit."""
+    """Scan ``document``'s text: set its ``targets``, ``problems``, ``retained``, ``scanned_text``
+    and (when it parsed) ``imports``; return the names of the targets kept from before a broken edit."""
     try:
-        targets, problems = _scan(document.text, document.path)
+        targets, problems, imports = _scan(document.text, document.path)
     except Exception as error:  # a scanner bug must not take the server down
         log.exception("target scan failed for %s", document.path)
-        targets, problems = [], [ScanFailure(f"torchscan could not scan this file: {error}")]
+        targets, problems, imports = [], [ScanFailure(f"torchscan could not scan this file: {error}")], []
     if document.program is not None:  # a notebook's left-out IPython lines, said where they are
         problems += document.program.notices
+    if imports or targets:
+        document.imports = imports
     retained: set[str] = set()
     if any(_is_error(p) for p in problems):
         names = {t.name for t in targets}

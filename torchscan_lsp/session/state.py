@@ -58,6 +58,8 @@ class Document:
             whose ``text`` is :attr:`text` and whose map names the cell of each line; else ``None``.
         from_disk: no front end opened the file: the session read it from disk for a target whose
             model imports a file that changed (its targets are analysed, not shown).
+        imports: what the import statements of the latest scan that found targets name (preload
+            entries, :func:`torchscan_lsp.targets.imports.imported_names`), for the warm worker.
     """
 
     path: str
@@ -71,6 +73,7 @@ class Document:
     scanned_text: str = ""
     program: Program | None = None
     from_disk: bool = False
+    imports: list[str] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
@@ -90,7 +93,10 @@ class TargetState:
         stale: the good result no longer matches the code (edited since, or the latest run failed).
         running: an analysis is in flight.
         untrusted: analysis was refused because the workspace is not trusted.
-        measurements: the latest measurement results by kind (``latency``, ``memory``).
+        measurements: the latest measurement results by kind (``latency``, ``memory``, ``train``).
+        training_running: the training estimate runs as a job of its own (:mod:`.estimates`).
+        training_key: the key of the model the held (or running) training estimate describes
+            (:func:`~.estimates.training_key`), ``None`` without one.
         analysed_hash: content hash of the file text the good result was computed from.
         analysed_texts: the text of each workspace file the good result names lines of, as the
             worker read it, by workspace-relative path: its lines are mapped onto the current
@@ -110,6 +116,8 @@ class TargetState:
     running: bool = False
     untrusted: bool = False
     measurements: dict = field(default_factory=dict)
+    training_running: bool = False
+    training_key: str | None = None
     analysed_hash: str | None = None
     analysed_texts: dict[str, str] = field(default_factory=dict)
     error_texts: dict[str, str] = field(default_factory=dict)

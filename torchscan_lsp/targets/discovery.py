@@ -38,6 +38,7 @@ from torchscan_lsp.targets.annotations import (
     parse_pragma,
     pragma_comments,
 )
+from torchscan_lsp.targets.imports import imported_names
 from torchscan_lsp.targets.options import OptionError, check_consistency
 from torchscan_lsp.targets.types import SourceLines, Target, TargetProblem, TargetScan
 
@@ -141,6 +142,8 @@ def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
         _add_target(scan, node, node_pragmas, decorators, lines, id(node) in top_level)
     scan.targets.sort(key=lambda t: t.line)
     scan.problems.sort(key=lambda p: (p.line, p.column))
+    if scan.targets:
+        scan.imports = imported_names(tree)
     return scan
 
 

@@ -60,10 +60,12 @@ class TargetProblem:
 
 @dataclass
 class TargetScan:
-    """What :func:`find_targets` found: the runnable targets and every problem."""
+    """What :func:`find_targets` found: the runnable targets, every problem and, in a file with
+    targets, what its import statements name (:func:`~torchscan_lsp.targets.imports.imported_names`)."""
 
     targets: list[Target] = field(default_factory=list)
     problems: list[TargetProblem] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[TargetProblem]:

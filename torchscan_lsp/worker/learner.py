@@ -1,8 +1,14 @@
 """The warm parent's side of learning libraries: which to try, the probe child, what was preloaded.
 
-Candidates arrive from the reports of ended jobs (:meth:`Learner.child_ended`) and from the
-server's ``preload`` requests (:meth:`Learner.offer`). While no job runs (learning must not take a
-core from an analysis someone waits for), one probe child at a time imports a batch
+What the annotated files of the workspace import (the server's ``import`` requests,
+:meth:`Learner.import_first`: the entries of :func:`torchscan_lsp.targets.imports.imported_names`)
+is imported into the parent itself, before it forks its next job while none runs, and while it
+idles otherwise (:meth:`Learner.import_direct`): an entry that resolves to a workspace file is
+refused unimported, one that raises is skipped, and one that started a thread or initialised CUDA
+retires the parent (its successor skips it). Further candidates arrive from the reports of ended
+jobs (:meth:`Learner.child_ended`) and from the server's ``preload`` requests
+(:meth:`Learner.offer`). While no job runs (learning must not take a core from an analysis
+someone waits for), one probe child at a time imports a batch
 (:func:`.preload.probe`); when it ends, what it accepted is imported into the parent one module at
 a time while no job runs (:meth:`Learner.import_some`: a job that arrives meanwhile is forked at
 once and imports the rest itself), and the parent sends one event::
@@ -43,6 +49,8 @@ class Learner:
         self._queue: list[tuple[str, str | None]] = []
         self._queued: set[str] = set()
         self._pending: list[str] = []
+        self._direct: list[tuple[str, str | None]] = []
+        self._directed: set[str] = set()
         self._new_skips: dict[str, str] = {}
 
     def report_path(self, pid: int) -> str:
@@ -60,6 +68,57 @@ class Learner:
                     and name not in self._queued and name not in self._pending):
                 self._queue.append((name, root))
                 self._queued.add(name)
+
+    def import_first(self, entries: list[str], root: str | None) -> None:
+        """Queue the preload entries ``entries`` (of the workspace at ``root``) for
+        :meth:`import_direct`, each once and unless skipped."""
+        for entry in entries:
+            if isinstance(entry, str) and entry not in self._directed and entry not in self.skipped:
+                self._direct.append((entry, root))
+                self._directed.add(entry)
+
+    @property
+    def direct_waiting(self) -> bool:
+        """Whether entries of :meth:`import_first` wait to be imported."""
+        return bool(self._direct)
+
+    def import_direct(self, pause: Callable[[], bool] = lambda: False) -> str | None:
+        """Import the queued entries of :meth:`import_first` into this parent, one at a time until
+        ``pause()`` says a request or a child's exit waits, then announce them. Returns why this
+        parent must retire (an import started a thread or initialised CUDA), else ``None``."""
+        while self._direct:
+            entry, root = self._direct.pop(0)
+            origin = preload.workspace_origin(entry, root)
+            if origin is not None:
+                self._new_skips[entry] = f"it resolves to the workspace file {origin}"
+            else:
+                reason = self._import(entry, entry.partition(":")[0])
+                if reason is not None:
+                    self._direct.clear()
+                    return reason
+            if self._direct and pause():
+                break
+        self._announce()
+        return None
+
+    def _import(self, entry: str, module: str) -> str | None:
+        """Import ``entry`` here and note what it loaded (``module`` joins the preloaded); returns
+        why this parent must retire, else ``None``."""
+        before = set(sys.modules)
+        try:
+            error = preload.import_one(entry)
+        except preload.Contaminated as contaminated:
+            self._new_skips[entry] = contaminated.reason
+            self._announce()
+            return f"preloading {contaminated}"
+        imported = [name for name in list(sys.modules) if name not in before]
+        self.stamps.add(imported)
+        sites.resolve_module_files(imported)
+        if error is not None:
+            self._new_skips[entry] = error
+        elif module not in self.preloaded:
+            self.preloaded.append(module)
+        return None
 
     def child_ended(self, pid: int) -> None:
         """Take the report of the ended job child ``pid``, if it wrote one."""
@@ -90,8 +149,9 @@ class Learner:
 
     @property
     def importing(self) -> bool:
-        """Whether accepted modules wait to be imported into this parent (:meth:`import_some`)."""
-        return bool(self._pending)
+        """Whether entries or accepted modules wait to be imported into this parent
+        (:meth:`import_direct`, :meth:`import_some`)."""
+        return bool(self._direct or self._pending)
 
     def probe_ended(self, status: int) -> None:
         """Take the ended probe's answer: what it accepted waits for :meth:`import_some`."""
@@ -112,23 +172,14 @@ class Learner:
         or a child's exit waits (the loop serves it, then calls again) or none is left; then
         announce them. Returns why this parent must retire (an import started a thread or
         initialised CUDA here after all), else ``None``."""
+        if self._direct:
+            return self.import_direct(pause)
         while self._pending:
             name = self._pending.pop(0)
-            before = set(sys.modules)
-            try:
-                error = preload.import_one(name)
-            except preload.Contaminated as contaminated:
+            reason = self._import(name, name)
+            if reason is not None:
                 self._pending.clear()
-                self._new_skips[name] = contaminated.reason
-                self._announce()
-                return f"preloading {contaminated}"
-            imported = [module for module in list(sys.modules) if module not in before]
-            self.stamps.add(imported)
-            sites.resolve_module_files(imported)
-            if error is not None:
-                self._new_skips[name] = error
-            elif name not in self.preloaded:
-                self.preloaded.append(name)
+                return reason
             if self._pending and pause():
                 return None
         self._announce()

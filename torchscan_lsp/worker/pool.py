@@ -14,12 +14,15 @@ when a warm start is impossible, in which case the caller starts a cold process 
 A warm parent that dies (killed, or crashed) is restarted by the next job; the jobs it was running
 die with it (their parent-death signal) and end as crashes.
 
-A warm parent learns the libraries its jobs import from outside the workspace and preloads them
-(see :mod:`.learner`); :attr:`WarmParent.preloaded` follows its ``preloaded`` events, every
-preloaded and skipped module is logged, and :func:`preloaded_packages` gives the status line. A
-restarted parent is asked to preload the same modules again. A parent that retires (a preloaded
-file changed on disk) takes no new jobs: the next job starts its successor, which preloads what it
-had, and the retired one is closed once its last job has ended.
+What the annotated files of a workspace import (:func:`note_imports`) is sent to the warm parent as
+soon as it is ready, before any job, and to every later parent of that interpreter; it imports it
+before it forks its next job (see :mod:`.zygote`). A warm parent also learns the libraries its jobs
+import from outside the workspace and preloads them (see :mod:`.learner`);
+:attr:`WarmParent.preloaded` follows its ``preloaded`` events, every preloaded and skipped module
+is logged, and :func:`preloaded_packages` gives the status line. A restarted parent is asked to
+preload the same modules again. A parent that retires (a preloaded file changed on disk) takes no
+new jobs: the next job starts its successor, which preloads what it had, and the retired one is
+closed once its last job has ended.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import signal
 import sys
 import tempfile
 
-from torchscan_lsp.contract.messages import PreloadRequest, WarmEvent, WarmRequest
+from torchscan_lsp.contract.messages import ImportRequest, PreloadRequest, WarmEvent, WarmRequest
 from torchscan_lsp.worker import early
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
@@ -80,6 +83,8 @@ class WarmParent:
         python: the interpreter that runs it and its children.
         preloaded: modules to preload as soon as it is ready (a predecessor's).
         skipped: ``{module: reason}`` a predecessor could not preload (not offered again).
+        imports: ``{root: [entries]}``, what the workspaces' import statements name
+            (:meth:`import_first`), a predecessor's.
 
     Attributes:
         preloaded: the modules it has preloaded beyond torch and this package, in import order.
@@ -88,8 +93,10 @@ class WarmParent:
         retired: why it retired, or ``None``.
     """
 
-    def __init__(self, python: str, preloaded: list[str] | None = None, skipped: dict[str, str] | None = None) -> None:
+    def __init__(self, python: str, preloaded: list[str] | None = None, skipped: dict[str, str] | None = None,
+                 imports: dict[str | None, list[str]] | None = None) -> None:
         self.python = python
+        self.imports: dict[str | None, list[str]] = {root: list(entries) for root, entries in (imports or {}).items()}
         self.preloaded: list[str] = [m for m in preloaded or [] if m not in (skipped or {})]
         self.packages: list[str] = []
         self.skipped: dict[str, str] = dict(skipped or {})
@@ -143,16 +150,32 @@ class WarmParent:
             return False
         log.info("warm worker for %s ready (pid %s)", self.python, event.get("pid"))
         self._reader = asyncio.ensure_future(self._read_events(self.process))
+        for root, entries in self.imports.items():  # before any job request: the first job finds them
+            self._write({"import": [e for e in entries if e not in self.skipped], "root": root})
         if self.preloaded:
             self.preload(self.preloaded, None)
         return True
 
+    def import_first(self, entries: list[str], root: str | None) -> None:
+        """Have the warm parent import the preload ``entries`` (what the import statements of the
+        workspace at ``root`` name) before its next job: at once when it is ready, else as soon as
+        it is; each entry once."""
+        known = self.imports.setdefault(root, [])
+        new = [entry for entry in dict.fromkeys(entries) if entry not in known]
+        if not new:
+            return
+        known += new
+        if self._ready is not None and self._ready.done() and self.alive:
+            self._write({"import": new, "root": root})
+
+    def _write(self, request: ImportRequest | PreloadRequest) -> None:
+        if self.alive and self.process is not None and self.process.stdin is not None:
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+
     def preload(self, modules: list[str], root: str | None) -> None:
         """Ask the running warm parent to preload ``modules`` (of the workspace at ``root``, which
         it checks they are not from; ``None``: already checked)."""
-        if self.alive and self.process is not None and self.process.stdin is not None:
-            request: PreloadRequest = {"preload": list(modules), "root": root}
-            self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self._write({"preload": list(modules), "root": root})
 
     def _preloaded(self, event: WarmEvent) -> None:
         self.preloaded = list(event.get("modules") or [])
@@ -298,7 +321,7 @@ def _current(python: str) -> WarmParent:
     elif parent.retired is not None:
         _draining.add(parent)
         parent._close_if_idle()
-        parent = _parents[python] = WarmParent(python, parent.preloaded, parent.skipped)
+        parent = _parents[python] = WarmParent(python, parent.preloaded, parent.skipped, parent.imports)
     return parent
 
 
@@ -328,6 +351,14 @@ async def prewarm(python: str) -> bool:
     if not warm_starts_possible():
         return False
     return await _current(python).ensure_started()
+
+
+def note_imports(python: str, entries: list[str], root: str | None) -> None:
+    """What the import statements of an annotated file of the workspace at ``root`` name (preload
+    entries, :func:`torchscan_lsp.targets.imports.imported_names`): ``python``'s warm parent
+    imports them before its next job (see :meth:`WarmParent.import_first`)."""
+    if warm_starts_possible() and entries:
+        _current(python).import_first(entries, root)
 
 
 def preloaded_packages(python: str) -> list[str]:

@@ -21,6 +21,7 @@ Never imports torch itself: :func:`cuda_initialized` looks only at a torch that 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -173,16 +174,43 @@ class Contaminated(RuntimeError):
         self.reason = reason
 
 
+def workspace_origin(entry: str, root: str | None) -> str | None:
+    """The file of the workspace at ``root`` that the preload entry ``entry`` (``MODULE`` or
+    ``MODULE:NAME``, :func:`torchscan_lsp.targets.imports.imported_names`) would import, found
+    without running any of its code (the spec of its top-level package), else ``None``: a
+    library's, one already imported, or one that cannot be found (its import will say so)."""
+    top = entry.partition(":")[0].split(".", 1)[0]
+    if top in sys.modules or not top:
+        return None
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    places = [spec.origin] if spec is not None and spec.origin not in (None, "built-in", "frozen") else []
+    places += list(getattr(spec, "submodule_search_locations", None) or []) if spec is not None else []
+    return next((place for place in places if isinstance(place, str) and not is_library_file(place, root)), None)
+
+
+def _take(entry: str) -> None:
+    """Do what the statement behind ``entry`` does: import ``MODULE``, and take ``NAME`` from it
+    (an attribute, which a lazily importing package loads now, else its submodule ``NAME``)."""
+    name, _, attribute = entry.partition(":")
+    module = importlib.import_module(name)
+    if attribute and not hasattr(module, attribute):
+        importlib.import_module(f"{name}.{attribute}")
+
+
 def import_one(name: str) -> str | None:
-    """Import ``name`` (one a probe accepted) into this process, the warm parent; returns the
-    error message when it raised after all, else ``None``.
+    """Import ``name`` (one a probe accepted, or a preload entry ``MODULE:NAME`` of the
+    workspace's import statements, see :func:`_take`) into this process, the warm parent;
+    returns the error message when it raised, else ``None``.
 
     Raises:
-        Contaminated: the import started a thread or initialised CUDA (it did not in the probe).
+        Contaminated: the import started a thread or initialised CUDA.
     """
     threads, cuda = thread_count(), cuda_initialized()
     try:
-        importlib.import_module(name)
+        _take(name)
     except BaseException as error:  # noqa: BLE001 - see probe
         return _error(error)
     if thread_count() > threads:

@@ -20,7 +20,10 @@ Steps, each with its own error kind:
    not complete is a ``strict`` error listing what was not counted.
 5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``) run
    after the analysis, each failing on its own without failing the job; a target with ``train`` or
-   ``train_memory`` options gets the training step's estimate (:mod:`.training`) unasked.
+   ``train_memory`` options gets the training step's estimate (:mod:`.training`) unasked. The
+   job's ``phase`` (:data:`~torchscan_lsp.contract.messages.JOB_PHASES`) may leave that estimate
+   out (``forward``: the result carries the model's structure digest instead) or run it alone
+   (``training``: steps 1-3, then the estimate, and no analysis).
 
 Each step has its module: :mod:`.imports` (importing the user's file), :mod:`.factory` (building
 the model), :mod:`.options` (options to ``crawl_module`` arguments), :mod:`.measurements`, and
@@ -144,10 +147,15 @@ class _Job:
         assert self.blame is not None
         blame = self.blame
         crawl_kwargs, args, kwargs = crawl_arguments(model, args, kwargs, options, self.target_name, blame)
+        phase = self.job.get("phase") or "all"
         wanted = measurements.requested(self.job, options)
-        trains = "train" in wanted or training.automatic(options)
-        if trains:
+        unasked = training.estimate_unasked(options)
+        trains = "train" in wanted or (unasked and phase != "forward")
+        if trains or unasked:
             training.check_options(options, own_inputs=args is not None, name=self.target_name, blame=blame)
+        if phase == "training":  # the estimate alone, for a forward analysis that already ran
+            estimate = training.measure_training(factory, options, measured=False, blame=blame)
+            return {"ok": True, "target": self.target_name, "measurements": {"train": estimate}}
         report = self._crawl(model, crawl_kwargs)
         result: dict[str, Any] = {
             "ok": True,
@@ -155,6 +163,8 @@ class _Job:
             "report": report,
             "source_map": blame.recorder.source_map(report.get("layers")),
         }
+        if unasked:
+            result["structure"] = training.structure_digest(model)
         found: dict[str, Any] = {}
         on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
         if on_the_model:

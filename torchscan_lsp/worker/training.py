@@ -4,27 +4,49 @@ It runs when the job asks for ``train`` (the "Measure training step" code lens, 
 ``measure=["train"]``): both memory methods, the estimate on fake tensors and a real step; and, by
 itself, whenever the target's options hold ``train`` or ``train_memory`` (a pragma's, or the
 workspace's ``[tool.torchscan-lsp]``): the estimate alone, which allocates nothing, so that a step
-over its budget is a warning as soon as the file is saved. The factory is called again for each
-method (the analysis's model is left as it is); a failure is the measurement's record, located as a
-forward error (marked ``requested`` when the job asked for it), and never fails the job; options
-that do not fit the target (a ``batch`` for the factory's own inputs) are an options error, as for
-the analysis.
+over its budget is a warning as soon as the file is saved. The editor runs that estimate as a job
+of its own (phase ``training``) after the forward analysis (phase ``forward``), whose result then
+carries the model's :func:`structure_digest`, so that the session runs the estimate again only when
+the structure changed. The factory is called again for each method (the analysis's model is left as
+it is); a failure is the measurement's record, located as a forward error (marked ``requested``
+when the job asked for it), and never fails the job; options that do not fit the target (a
+``batch`` for the factory's own inputs) are an options error, as for the analysis.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
+import torch
+
+from torchscan_lsp.contract.training import estimate_unasked
 from torchscan_lsp.worker.errors import Blame
 from torchscan_lsp.worker.measurements import failed
 from torchscan_lsp.worker.options import known_device, torch_dtype
 
-__all__ = ["automatic", "check_options", "measure_training"]
+__all__ = ["estimate_unasked", "check_options", "measure_training", "structure_digest"]
 
 
-def automatic(options: dict[str, Any]) -> bool:
-    """Whether the options ask for a training step without asking to measure it."""
-    return options.get("train") is not None or options.get("train_memory") is not None
+def structure_digest(model: torch.nn.Module) -> str:
+    """SHA-256 hex digest of what a training step of ``model`` depends on besides the inputs and
+    the options: every submodule's path, class (module and qualified name) and ``extra_repr()``
+    (a convolution's stride, an activation's ``inplace``), and every parameter's and buffer's
+    name, shape, dtype, device and ``requires_grad``. Two builds of the same code give the same
+    digest (it holds no values and no addresses); a comment edited gives the same digest."""
+    entries = []
+    for path, module in model.named_modules():
+        kind = type(module)
+        tensors = [(name, list(t.shape), str(t.dtype), str(t.device), bool(t.requires_grad))
+                   for name, t in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+                   if t is not None]
+        try:
+            extra = module.extra_repr()
+        except Exception:  # noqa: BLE001 - a broken repr leaves the class and the tensors to tell
+            extra = "?"
+        entries.append([path, f"{kind.__module__}.{kind.__qualname__}", extra, tensors])
+    return hashlib.sha256(json.dumps(entries, default=str).encode("utf-8")).hexdigest()
 
 
 def check_options(options: dict[str, Any], *, own_inputs: bool, name: str, blame: Blame) -> None:

@@ -17,10 +17,13 @@ and reads events on stdout: ``{"event": "ready", "pid": P}`` once the imports ar
 ``{"event": "exited", "id": 7, "pid": C, "status": S}`` (``S`` as in
 :func:`os.waitstatus_to_exitcode`: negative for a signal).
 
-**Learned libraries.** After its job a child reports the modules it imported from outside the
-workspace; they, and those of a request ``{"preload": [names], "root": "/abs/root" or null}``,
-are tried in a probe child and then imported into this parent (:mod:`.learner`, which sends
-``{"event": "preloaded", ...}``), so later children start with them. A child drops a preloaded
+**Learned libraries.** What a request ``{"import": [entries], "root": "/abs/root"}`` names (the
+import statements of the workspace's annotated files) is imported into this parent before it
+forks a job while none runs, so that even the first job finds it loaded. After its job a child
+reports the modules it imported from outside the workspace; they, and those of a request
+``{"preload": [names], "root": "/abs/root" or null}``, are tried in a probe child and then imported
+into this parent (:mod:`.learner`, which sends ``{"event": "preloaded", ...}``), so later children
+start with them. A child drops a preloaded
 package that a file of its workspace now shadows. When a preloaded file changed on disk (or a
 preload did start a thread here after all) this parent can no longer fork fresh children: it sends
 ``{"event": "retire", "message": ...}`` and answers every later request with
@@ -197,7 +200,9 @@ class Zygote:
             if not line.strip():
                 continue
             request = json.loads(line)
-            if "preload" in request:
+            if "import" in request:
+                self.learner.import_first(list(request.get("import") or []), request.get("root"))
+            elif "preload" in request:
                 self.learner.offer(list(request.get("preload") or []), request.get("root"))
                 self._learn()
             else:
@@ -222,6 +227,10 @@ class Zygote:
         changed = self.learner.stamps.changed() if self.retired is None else None
         if changed is not None:
             self._retire(f"{changed} changed on disk after it was preloaded")
+        if self.retired is None and not self.children and self.learner.direct_waiting:
+            reason = self.learner.import_direct()  # what the workspace imports, before the job that needs it
+            if reason is not None:
+                self._retire(reason)
         if self.retired is not None:
             self.send(event="exited", id=request.get("id"), pid=None, status=None, retired=True, message=self.retired)
             return

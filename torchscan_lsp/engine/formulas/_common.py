@@ -123,8 +123,16 @@ def output_tensor(out: Any, module: nn.Module | None = None):
 
 
 def num_params(module: nn.Module) -> int:
-    """Total parameter elements of ``module``, recursively (``P`` in docs/formulas.md)."""
-    return sum(math.prod(int(d) for d in p.shape) for p in module.parameters())
+    """Total parameter elements of ``module``, recursively, each tensor once (``P`` in
+    docs/formulas.md): what ``sum(p.numel() for p in module.parameters())`` gives."""
+    if module._modules:
+        return sum(numel(p) for p in module.parameters())
+    # A leaf (the formulas' usual case, once per call): its own table, without the generator chain
+    # and the memo set of ``parameters()``; a tensor registered under two names counts once.
+    own = [p for p in module._parameters.values() if p is not None]
+    if len(own) > 1 and len({id(p) for p in own}) < len(own):
+        own = list({id(p): p for p in own}.values())
+    return sum(numel(p) for p in own)
 
 
 def unsupported(module: nn.Module) -> int:

@@ -14,6 +14,7 @@ counter, ``measure_flops``, and through them the pass's observers — reads this
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -132,17 +133,39 @@ except AttributeError:  # pragma: no cover - old torch
     _SHAPE_WRAPPER_CODE = None
 
 
+def _is_shape_wrapped(value: Any) -> bool:
+    return _SHAPE_WRAPPER_CODE is not None and getattr(value, "__code__", None) is _SHAPE_WRAPPER_CODE
+
+
+def _unwrap(formula: Callable[..., Any]) -> Callable[..., Any]:
+    """``formula`` without ``shape_wrapper``, and, when it calls other registered formulas by their
+    global names (PyTorch's ``addmm_flop`` calls ``mm_flop``, ``baddbmm_flop`` calls
+    ``bmm_flop``), a copy of it that calls them unwrapped too: it passes them shapes already, so
+    the wrapper's pytree traversal (ten times the arithmetic, once per matrix product) changes no
+    count. PyTorch's own functions are left as they are."""
+    if _is_shape_wrapped(formula):
+        formula = formula.__wrapped__  # type: ignore[attr-defined]
+    code = getattr(formula, "__code__", None)
+    names = getattr(formula, "__globals__", {})
+    wrapped = {name: names[name].__wrapped__ for name in getattr(code, "co_names", ())
+               if _is_shape_wrapped(names.get(name))}
+    if not wrapped or not isinstance(formula, types.FunctionType) or formula.__closure__:
+        return formula
+    rebound = types.FunctionType(code, {**names, **wrapped}, formula.__name__, formula.__defaults__)
+    rebound.__kwdefaults__ = formula.__kwdefaults__
+    return rebound
+
+
 def compile_formula(formula: Callable[..., Any]) -> Formula:
     """Turn a ``FlopCounterMode`` formula into ``call(args, kwargs, out) -> count``.
 
     Raw formulas (``_get_raw``) get the values; the others get shapes, as ``shape_wrapper`` would
     give them. PyTorch's registered formulas are already wrapped by ``shape_wrapper``; they are
-    unwrapped so that shapes are computed once, without pytree overhead.
+    unwrapped (:func:`_unwrap`) so that shapes are computed once, without pytree overhead.
     """
     if getattr(formula, "_get_raw", False):
         return lambda args, kwargs, out: formula(*args, **kwargs, out_val=out)
-    if _SHAPE_WRAPPER_CODE is not None and getattr(formula, "__code__", None) is _SHAPE_WRAPPER_CODE:
-        formula = formula.__wrapped__  # type: ignore[attr-defined]
+    formula = _unwrap(formula)
 
     def call(args: tuple, kwargs: dict, out: Any) -> Any:
         out_shape = out.shape if isinstance(out, torch.Tensor) else _shapes(out)
