@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.estimates import TrainingEstimates
 from torchscan_lsp.session.jobs import Limits, build_job, effective_options, page_job
+from torchscan_lsp.session.listener import Listener, Silent
 from torchscan_lsp.session.notebooks import NotebookError, Program
 from torchscan_lsp.session.outcome import Outcome, prepare, take
 from torchscan_lsp.session.preloading import preload_document, prewarm
@@ -40,32 +41,6 @@ log = logging.getLogger(__name__)
 
 RunJob = Callable[..., Awaitable[dict]]
 """``async (job, *, python, timeout_s, memory_mb) -> result``: :func:`torchscan_lsp.worker.client.run`."""
-
-
-class Listener(Protocol):
-    """What the session tells its owner."""
-
-    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
-        """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
-        ``activity`` says what it does (``"analysing net"``)."""
-
-    def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
-        """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
-
-    def notice(self, message: str) -> None:
-        """Something the user should hear once, that no target's diagnostics can say (results are
-        not kept between sessions, and why)."""
-
-
-class _Silent:
-    def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
-        pass
-
-    def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
-        pass
-
-    def notice(self, message: str) -> None:
-        log.warning("%s", message)
 
 
 class Session:
@@ -90,7 +65,7 @@ class Session:
                  separate_training: bool = False) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
-        self.listener = listener or _Silent()
+        self.listener = listener or Silent()
         self.run_job = run_job
         self.store = Store()
         self.cache = ResultCache()
