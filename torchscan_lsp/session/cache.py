@@ -19,11 +19,11 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from torchscan_lsp.contract.folders import cache_folder  # noqa: F401 - its rule lives in the contract; the session names it here
 from torchscan_lsp.version import package_version
 
 FileHash = Callable[[str], "str | None"]
@@ -31,19 +31,6 @@ FileHash = Callable[[str], "str | None"]
 
 FORMAT = 2
 """Version of the entry layout on disk; part of every key, so an older layout is never read."""
-
-
-def cache_folder(kind: str, root: str | None = None) -> Path:
-    """This package's folder of ``kind`` under the user's cache directory, created on demand:
-    ``$XDG_CACHE_HOME/torchscan-lsp/<kind>`` (``~/.cache`` without the variable); with a workspace
-    ``root``, one folder per workspace inside it, named by the root's folder name and a short hash
-    of its absolute path, so that two projects with the same names never share files."""
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchscan-lsp" / kind
-    if root is not None:
-        digest = hashlib.sha256(str(Path(root).resolve()).encode("utf-8")).hexdigest()[:10]
-        folder /= f"{re.sub(r'[^A-Za-z0-9_.-]', '_', Path(root).name) or 'root'}-{digest}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def job_key(job: Mapping[str, Any], file_hash: str, python: str) -> str:
