@@ -46,7 +46,7 @@ ERROR_KINDS = ("import", "options", "factory", "result", "forward", "strict", "t
                "cancelled")
 
 #: Measurements a job may ask for besides the analysis.
-MEASUREMENT_KINDS = ("latency", "memory", "layer_latency")
+MEASUREMENT_KINDS = ("latency", "memory", "layer_latency", "train", "roofline")
 
 
 class Job(TypedDict):

@@ -18,9 +18,10 @@ Steps, each with its own error kind:
    :class:`~torchscan_lsp.worker.attribution.SourceRecorder` (where each module was built and called,
    which lines dispatched which operators, what each line computed). Under ``strict=True`` an analysis that is
    not complete is a ``strict`` error listing what was not counted.
-5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``) run
-   after the analysis, each failing on its own without failing the job; a target with ``train`` or
-   ``train_memory`` options gets the training step's estimate (:mod:`.training`) unasked.
+5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``,
+   ``roofline``) run after the analysis, each failing on its own without failing the job; a target
+   with ``train`` or ``train_memory`` options gets the training step's estimate (:mod:`.training`)
+   unasked, and one with a ``roofline`` option its roofline (:mod:`.roofline`), last, over the others.
 
 Each step has its module: :mod:`.imports` (importing the user's file), :mod:`.factory` (building
 the model), :mod:`.options` (options to ``crawl_module`` arguments), :mod:`.measurements`, and
@@ -48,7 +49,7 @@ import torch
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
-from torchscan_lsp.worker import measurements, training
+from torchscan_lsp.worker import measurements, roofline, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.compiled import hidden_from_dynamo
 from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
@@ -153,11 +154,15 @@ class _Job:
             "source_map": blame.recorder.source_map(report.get("layers")),
         }
         found: dict[str, Any] = {}
-        on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
+        # training builds models of its own; the roofline joins what the others measured
+        on_the_model = [name for name in wanted if name not in ("train", "roofline")]
         if on_the_model:
             found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
         if trains:
             found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
+        if "roofline" in wanted or roofline.automatic(options):
+            device = options.get("device") or measurements.model_device(model)
+            found["roofline"] = roofline.measure_roofline(report, found, options, device, blame)
         if found:
             result["measurements"] = found
         return result

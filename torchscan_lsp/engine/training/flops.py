@@ -33,7 +33,7 @@ from torchscan_lsp.engine.recording.operator_counter import SKIPPED_OPERATORS, O
 from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, validate_mapping
 from torchscan_lsp.engine.recording.operators import counter_report
 from torchscan_lsp.engine.report import MetricResult, metric_result
-from torchscan_lsp.engine.training.flop_parts import RecomputeCounter, attention_call
+from torchscan_lsp.engine.training.flop_parts import RecomputeCounter, attention_call, is_attention
 
 __all__ = ["TrainingFlopCounter", "FLOP_PHASES"]
 
@@ -166,8 +166,9 @@ class TrainingFlopCounter:
         ``by_operator``, ``ignored_operators``, ``diagnostics``), ``diagnostics`` (each phase's
         ``uncounted_operator`` diagnostics, their ``metric`` naming the phase), ``attention_calls``
         (the forward's fused attention calls: :func:`.flop_parts.attention_call`) and
-        ``recomputed`` (``{"flops", "calls"}``: the backward's FLOPs in module forwards run again,
-        part of ``backward_flops``)."""
+        ``attention_flops`` (FLOPs of the fused attention operators and their backward, both phases)
+        and ``recomputed`` (``{"flops", "calls"}``: the backward's FLOPs in module forwards run
+        again, part of ``backward_flops``)."""
         totals: dict[str, MetricResult] = {}
         diagnostics: list[dict[str, Any]] = []
         modules: dict[str, dict[str, MetricResult]] = defaultdict(dict)
@@ -197,4 +198,6 @@ class TrainingFlopCounter:
             by_module[path] = {key: record[key] for key in ("forward_flops", "backward_flops", "training_flops")}
         return {"totals": totals, "by_module": by_module, "phases": dict(self.reports), "diagnostics": diagnostics,
                 "attention_calls": list(self.attention_calls or []),
+                "attention_flops": sum(int(count) for phase in self.reports.values()
+                                       for name, count in (phase.get("by_operator") or {}).items() if is_attention(name)),
                 "recomputed": {"flops": self._recompute.flops, "calls": self._recompute.calls}}
