@@ -2,7 +2,8 @@
 
 A target's options come in three layers, later ones winning: the workspace's
 ``[tool.torchscan-lsp]`` defaults, the ``torchscan.device`` setting (which itself defaults to the
-table's ``device``), and the target's own pragma or decorator options. ``measure`` and ``timeout``
+table's ``device``) and the ``torchscan.roofline`` setting when it is set, and the target's own
+pragma or decorator options. ``measure`` and ``timeout``
 are lifted out of the options into the job: the measurements join the ones asked for, and the
 time limit is the target's ``timeout``, else the ``torchscan.timeoutSeconds`` setting (which
 defaults to the table's ``timeout``). The memory limit and the interpreter are the settings'.
@@ -22,8 +23,9 @@ __all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_jo
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
 
-TIMING = frozenset({"latency", "layer_latency"})
-"""Measurements that time the model: jobs asking for one run alone, never beside another job."""
+TIMING = frozenset({"latency", "layer_latency", "roofline"})
+"""Measurements that time the model (a roofline of this machine measures its ceilings, once): jobs
+asking for one run alone, never beside another job."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ def build_job(
     buffer).
     """
     own = dict(getattr(target, "options", {}) or {})
-    options = merge_options({**defaults, "device": settings.device}, own)  # a train dict merges per key
+    editor = {"device": settings.device, **({"roofline": settings.roofline} if settings.roofline else {})}
+    options = merge_options({**defaults, **editor}, own)  # a train dict merges per key
     wanted = [*(options.get("measure") or []), *measure]
     job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
                        source_text=source_text, measure=wanted)

@@ -80,7 +80,7 @@ def roofline_report(
     if layer_latency is not None:
         if ceilings["source"] != "measured":
             compared = (f"the layers were timed on {layer_latency.get('device')}; {ceilings['name']}'s roofline "
-                        "says how fast they could run there, not how close they came here")
+                        f"says how fast they could run on a {ceilings['name']}, not how close they came on this machine")
         elif layer_latency.get("device") != ceilings["device"]:
             compared = f"the layers were timed on {layer_latency.get('device')}, the ceilings measured on {ceilings['device']}"
         else:

@@ -15,14 +15,17 @@ that ran none of its children):
   DMAs count each access of an unfused algorithm (a 3x3 convolution reads every input element
   ``9·Cin`` times), so they bound the traffic from above, except where the formula knows the call
   touches less than its I/O (a view, an identity that is elided, an embedding that reads only the
-  rows it looks up): ``bytes`` is the smaller of the two, and ``bytes_method`` names which;
+  rows it looks up): ``bytes`` is the smaller of the two, and ``bytes_method`` names which; a
+  ``Flatten``, ``Unflatten`` or ``Identity`` returns a view and moves nothing (0, a lower bound
+  even where a non-contiguous input made it copy);
 * ``intensity`` = ``flops / bytes`` (FLOPs per byte) and ``dma_intensity`` = ``flops / dma_bytes``;
 * ``compute_time`` = ``flops / peak``, ``memory_time`` = ``bytes / bandwidth`` and
   ``roofline_time`` = their maximum: no execution of the call on that device can be faster (a
   lower bound, whatever the kernel); ``bound`` is the larger term (``"compute"`` or ``"memory"``).
 
 Measured (a per-layer latency report on the device the ceilings were measured on): ``achieved_flops``
-= ``flops / latency``; ``fraction_of_roofline`` = ``roofline_time / latency``, at most 1. A call
+= ``flops / latency``; ``fraction_of_roofline`` = ``roofline_time / latency``, at most 1 (none for a
+call whose roofline is 0: it computes and moves nothing, its time is overhead). A call
 timed faster than its roofline gets no fraction: faster than its memory term, it is
 ``cache_resident`` (replayed on the same inputs, its data stayed in a cache, which streams faster
 than memory); faster than its compute term, it is ``above_compute_peak`` (the counted FLOPs
@@ -38,10 +41,14 @@ from torchscan_lsp.contract.metrics import metric_result, metric_value
 from torchscan_lsp.contract.report import layer_key
 from torchscan_lsp.engine.reporting.roofline.ceilings import element_bytes
 
-__all__ = ["METHOD_IO", "METHOD_DMAS", "METHOD_ROOFLINE", "leaf_indices", "tensors_in", "tensor_bytes", "layer_roofline",
+__all__ = ["METHOD_IO", "METHOD_DMAS", "METHOD_VIEW", "VIEW_TYPES", "METHOD_ROOFLINE", "leaf_indices", "tensors_in", "tensor_bytes", "layer_roofline",
            "compare_measured", "join_latency"]
 
 METHOD_IO = "layer I/O: inputs, parameters, buffers and outputs once each"
+METHOD_VIEW = "a view of its input: nothing moves"
+#: Module types whose output is a view of their input (``Flatten`` of a contiguous tensor, ``Identity``):
+#: they move no byte, whatever the reference's DMAs (``2·Nx`` for ``Flatten``) count.
+VIEW_TYPES = frozenset({"Flatten", "Unflatten", "Identity"})
 METHOD_DMAS = "torchscan_module_formula DMAs x output element size"
 METHOD_ROOFLINE = "roofline: max(FLOPs / peak FLOP/s, bytes / bandwidth)"
 
@@ -113,6 +120,8 @@ def layer_roofline(layer: dict[str, Any], ceilings: dict[str, Any]) -> dict[str,
     dmas = (metrics.get("dmas") or {}).get("value") if (metrics.get("dmas") or {}).get("status") == "complete" else None
     dma_bytes = dmas * element_bytes(dtype) if dmas is not None and element_bytes(dtype) else None
     moved, method = (dma_bytes, METHOD_DMAS) if dma_bytes is not None and dma_bytes < io else (io, METHOD_IO)
+    if layer.get("type") in VIEW_TYPES and not flops:
+        moved, method = 0, METHOD_VIEW
     peak, bandwidth = metric_value(ceilings["peak_flops"]), metric_value(ceilings["bandwidth"])
     compute = flops / peak if flops is not None and peak else None
     memory = moved / bandwidth if bandwidth else None
@@ -152,7 +161,7 @@ def compare_measured(record: dict[str, Any], timed: dict[str, Any] | None) -> No
         "latency": latency,
         "achieved_flops": flops / seconds if flops is not None else None,
         "achieved_bandwidth": record["bytes"] / seconds,
-        "fraction_of_roofline": roofline / seconds if roofline is not None and seconds >= roofline else None,
+        "fraction_of_roofline": roofline / seconds if roofline and seconds >= roofline else None,
         "cache_resident": cached,
         "above_compute_peak": above_peak,
         "stable": timed.get("stable") if timed else None,
