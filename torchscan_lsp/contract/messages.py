@@ -268,7 +268,8 @@ def analysis_job(
 
 
 #: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
-RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training"}
+RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training",
+                      "roofline": "roofline"}
 
 
 def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:

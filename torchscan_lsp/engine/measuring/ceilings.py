@@ -26,7 +26,9 @@ fastest block, overlap.
 
 The result is kept as JSON under ``cache_dir`` (the worker passes
 ``contract.folders.cache_folder("ceilings")``), one file per machine, device, dtype, thread count
-and PyTorch version, and measured again only when none is there or ``refresh`` is set.
+and PyTorch version, and measured again only when none is there or ``refresh`` is set; measured
+again, each ceiling keeps the higher of its kept and its new rate, so a first measurement on a busy
+machine is raised, never lowered, by the next.
 """
 
 from __future__ import annotations
@@ -267,7 +269,8 @@ def measure_ceilings(
         device: ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:1"``).
         dtype: the floating dtype of the matmuls (the bandwidth does not depend on it).
         cache_dir: a folder to keep the result in and read it from; ``None``: measure, keep nothing.
-        refresh: measure again even when a kept result exists (and replace it).
+        refresh: measure again even when a kept result exists; each ceiling is then the higher of
+            the kept one and the new one (a ceiling is the fastest rate seen), and that is kept.
         min_run_time: seconds each of the three timings runs at least (``blocked_autorange``).
 
     Returns:
@@ -291,10 +294,9 @@ def measure_ceilings(
     threads = torch.get_num_threads()
     hardware = device_name_of(device_name)
     path = Path(cache_dir) / f"{_key(device_name, hardware, dtype, threads)}.json" if cache_dir is not None else None
-    if path is not None and not refresh:
-        kept = _read(path)
-        if kept is not None:
-            return {**kept, "cached": True}
+    kept = _read(path) if path is not None else None
+    if kept is not None and not refresh:
+        return {**kept, "cached": True}
     load_timer()
     with MEASUREMENT_LOCK:
         started = time.perf_counter()
@@ -318,6 +320,10 @@ def measure_ceilings(
         "cached": False,
         "context": measurement_context(method=METHOD_CEILINGS),
     }
+    if kept is not None:  # a ceiling is the fastest rate ever seen: the higher of the kept and the new one stays
+        for name in ("peak_flops", "bandwidth"):
+            if kept[name]["value"] > report[name]["value"]:
+                report[name] = kept[name]
     if path is not None:
         _write(path, report)
     return report
