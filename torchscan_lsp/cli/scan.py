@@ -113,13 +113,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _roofline_device(text: str) -> str:
     """``--roofline DEVICE``: checked as the ``roofline`` option is (a usage error names the closest device)."""
-    from torchscan_lsp.targets.options import OptionError, validate_option
+    from torchscan_lsp.session.settings import roofline_setting
 
     try:
-        validate_option("roofline", text)
-    except OptionError as error:
-        raise argparse.ArgumentTypeError(error.message.removeprefix("roofline: ")) from None
-    return text
+        return roofline_setting(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("setting torchscan.roofline: ")) from None
 
 
 def _measurements(args: argparse.Namespace) -> list[str]:

@@ -97,8 +97,12 @@ def _camel(name: str) -> str:
     return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
 
 
-def _roofline(value: Any) -> str:
-    """The ``roofline`` setting: ``""`` or a ``roofline`` option's string (checked as the option is)."""
+def roofline_setting(value: Any) -> str:
+    """The ``roofline`` setting: ``""`` or a ``roofline`` option's string (checked as the option is).
+
+    Raises:
+        ValueError: an unknown device, named with the closest one (``setting torchscan.roofline: ...``).
+    """
     from torchscan_lsp.targets.options import OptionError, validate_option
 
     if value in ("", None, False):
@@ -117,7 +121,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     if value is None and name == "python":
         return None
     if name == "roofline":
-        return _roofline(value)
+        return roofline_setting(value)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value

@@ -16,6 +16,7 @@ const DEFAULTS = {
   debounceMs: 500,
   maxWorkers: 2,
   headline: 'operators',
+  roofline: '',
   receptiveFieldNotes: false,
   cacheResults: true,
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
@@ -140,7 +141,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(15);
+    expect(documented.size).toBe(16);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);
