@@ -7,7 +7,7 @@ every other measurement, so that the per-layer latency and the training step of 
 it. The ceilings are a table device's datasheet figures, or, for this machine (``True``,
 ``"local"``, and the default of a job that asks without the option), the ceilings of the device the
 target runs on, measured once per dtype and kept under ``cache_folder("ceilings")``; measured
-again when a call of this job beat the kept ones (:func:`_contradicted`), each then the higher of
+again when a call of this job beat them (:func:`contradicted`), each then the higher of
 the two. A failure is the measurement's record (:func:`~.measurements.failed`) and never fails
 the job.
 """
@@ -22,7 +22,7 @@ from torchscan_lsp.worker.errors import Blame
 from torchscan_lsp.worker.measurements import failed
 from torchscan_lsp.worker.options import torch_dtype
 
-__all__ = ["automatic", "forward_dtype", "measure_roofline"]
+__all__ = ["automatic", "contradicted", "forward_dtype", "measure_roofline"]
 
 
 def automatic(options: dict[str, Any]) -> bool:
@@ -49,10 +49,11 @@ def _step_dtype(options: dict[str, Any], forward: str) -> str:
     return str(train.get("autocast") or train.get("dtype") or forward).removeprefix("torch.")
 
 
-def _contradicted(roofline: dict[str, Any]) -> bool:
-    """Whether a measurement beat ceilings that were kept: a call faster than the compute peak, or
-    faster than its memory roofline though its working set exceeds the last-level cache."""
-    if roofline["ceilings"]["source"] != "measured" or not (roofline["ceilings"].get("reference") or {}).get("cached"):
+def contradicted(roofline: dict[str, Any]) -> bool:
+    """Whether a call measured in this job beat this machine's ceilings: faster than the compute
+    peak, or faster than its memory roofline though its working set exceeds the last-level cache
+    (so it could not have run from a cache): the ceilings were measured on a busier machine."""
+    if roofline["ceilings"]["source"] != "measured":
         return False
     return any((r.get("measured") or {}).get("above_compute_peak")
                or ((r.get("measured") or {}).get("cache_resident") and r.get("exceeds_cache"))
@@ -94,7 +95,7 @@ def measure_roofline(report: dict[str, Any], found: dict[str, Any], options: dic
                 if training is not None and step_dtype != dtype else None
             drawn = dict(roofline_report(report, ceilings, layer_latency=good("layer_latency"), latency=good("latency"),
                                          training=training, step_ceilings=step_ceilings))
-            if not _contradicted(drawn):  # kept ceilings that a call beat were measured on a busier machine
+            if not contradicted(drawn):  # ceilings that a call beat were measured on a busier machine
                 break
         return drawn
     except Exception as error:  # noqa: BLE001 - one failed measurement fails alone

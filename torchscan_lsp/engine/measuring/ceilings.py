@@ -260,7 +260,7 @@ def measure_ceilings(
     *,
     cache_dir: str | os.PathLike[str] | None = None,
     refresh: bool = False,
-    min_run_time: float = 0.5,
+    min_run_time: float = 1.0,
 ) -> dict[str, Any]:
     """This machine's compute and memory ceilings on ``device`` for ``dtype`` (see the module
     docstring for what is timed and how).
@@ -271,7 +271,8 @@ def measure_ceilings(
         cache_dir: a folder to keep the result in and read it from; ``None``: measure, keep nothing.
         refresh: measure again even when a kept result exists; each ceiling is then the higher of
             the kept one and the new one (a ceiling is the fastest rate seen), and that is kept.
-        min_run_time: seconds each of the three timings runs at least (``blocked_autorange``).
+        min_run_time: seconds each of the three timings runs at least (``blocked_autorange``): the
+            longer, the likelier a block that nothing else on the machine interrupted.
 
     Returns:
         ``{"schema_version", "kind": "ceilings", "device", "device_name", "dtype", "threads",
