@@ -24,6 +24,10 @@ def roofline_of(measurements: Mapping[str, Any] | None) -> dict[str, Any] | None
     return record if isinstance(record, dict) and record.get("kind") == "roofline" else None
 
 
+def _calls(count: int) -> str:
+    return f"{count} call" if count == 1 else f"{count} calls"
+
+
 def percent(value: float) -> str:
     """``0.123`` -> ``"12.3 %"`` (three significant digits, at least one decimal below 10 %)."""
     share = 100 * value
@@ -87,7 +91,7 @@ def layers_text(records: list[Mapping[str, Any]]) -> str:
     memory = sum(r.get("bound") == "memory" for r in records)
     compute = sum(r.get("bound") == "compute" for r in records)
     cached = sum(bool((r.get("measured") or {}).get("cache_resident")) for r in records)
-    text = (f"roofline {'≥ ' if partial else ''}{fmt.duration(total)} over {len(records)} calls "
+    text = (f"roofline {'≥ ' if partial else ''}{fmt.duration(total)} over {_calls(len(records))} "
             f"({memory} memory-bound, {compute} compute-bound)")
     return text + (f"; {cached} measured faster than their memory roofline (data in cache)" if cached else "")
 
@@ -103,7 +107,7 @@ def forward_text(roofline: Mapping[str, Any]) -> str:
     forward = roofline.get("forward") or {}
     text = (f"Forward: {fmt.metric_text(forward.get('roofline_time'), 'seconds')} layer by layer "
             f"({forward.get('bound') or '?'}-bound: {forward.get('memory_bound_layers')} memory-bound, "
-            f"{forward.get('compute_bound_layers')} compute-bound of {forward.get('layers')} calls)")
+            f"{forward.get('compute_bound_layers')} compute-bound of {_calls(forward.get('layers') or 0)})")
     if forward.get("single_pass_time"):
         text += f"; {fmt.duration(forward['single_pass_time'])} if every intermediate stayed in cache"
     measured = forward.get("measured")
