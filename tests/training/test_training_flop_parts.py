@@ -2,7 +2,6 @@
 (engine/training/flop_parts.py): module forwards recomputed in the backward under activation
 checkpointing, and the forward's fused attention calls, each worked out by hand."""
 
-import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
