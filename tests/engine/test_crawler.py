@@ -10,7 +10,7 @@ from torch.nn.modules import module as module_globals
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp import IncompleteAnalysisError, crawl_module
-from torchscan_lsp.engine import module_metrics
+from torchscan_lsp.engine.recording import module_metrics
 from torchscan_lsp.engine.recording.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 

@@ -60,7 +60,7 @@ METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
 #: Operator FLOPs: PyTorch's FlopCounterMode conventions and formulas, with this package's operator
 #: formulas for what PyTorch leaves uncounted or counts wrongly; a report whose caller formulas took
-#: part appends ``+custom(<operators>)`` (``engine.operators.flop_method``).
+#: part appends ``+custom(<operators>)`` (``engine.recording.operators.flop_method``).
 METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
 #: Multiply-accumulates of the dispatched matrix, convolution, attention and recurrent operators,
 #: from the engine's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
