@@ -19,10 +19,10 @@ streams at, measured with ``torch.utils.benchmark.Timer`` and kept on disk.
   traffic can hide.
 
 A ceiling is what the machine *reaches*, so each one's ``value`` is its fastest block, and its spread
-is reported beside it: the block rates' ``median``, first and third quartiles (``q1``, ``q3``) and
-the number of blocks; on a loaded machine the median falls and the spread widens while the fastest
-block stays near the hardware's rate. Two measurements agree when their spreads, from ``q1`` to the
-fastest block, overlap.
+is reported beside it: the block rates' slowest (``low``), ``median``, first and third quartiles
+(``q1``, ``q3``) and the number of blocks; on a loaded machine the median falls and the spread
+widens while the fastest block stays nearer the hardware's rate. Two measurements agree when their
+spreads, from the slowest block to the fastest, overlap.
 
 The result is kept as JSON under ``cache_dir`` (the worker passes
 ``contract.folders.cache_folder("ceilings")``), one file per machine, device, dtype, thread count
@@ -149,25 +149,26 @@ def chunk_bytes(cache_bytes: int | None, size: int) -> int:
 
 def block_rates(block_times: list[float], calls_per_block: int, work: float) -> dict[str, Any]:
     """The rate of each timed block (``work`` per call over the block's mean call time) summarised:
-    ``value`` (the fastest block: the ceiling), ``median``, ``q1``, ``q3`` (linear interpolation,
-    numpy's default) and ``blocks``."""
+    ``value`` (the fastest block: the ceiling), ``low`` (the slowest), ``median``, ``q1``, ``q3``
+    (linear interpolation, numpy's default) and ``blocks``."""
     rates = sorted(work * calls_per_block / duration for duration in block_times if duration > 0)
     if len(rates) >= 2:
         q1, _, q3 = statistics.quantiles(rates, n=4, method="inclusive")
     else:
         q1 = q3 = rates[0]
-    return {"value": rates[-1], "median": statistics.median(rates), "q1": q1, "q3": q3, "blocks": len(rates)}
+    return {"value": rates[-1], "low": rates[0], "median": statistics.median(rates), "q1": q1, "q3": q3,
+            "blocks": len(rates)}
 
 
 def ceilings_agree(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    """Whether two measurements of one ceiling agree: their spreads, each from its first quartile to
-    its fastest block, overlap."""
-    return first["q1"] <= second["value"] and second["q1"] <= first["value"]
+    """Whether two measurements of one ceiling agree: their spreads, each from its slowest block to
+    its fastest, overlap (neither one's ceiling lies below every block of the other)."""
+    return first["low"] <= second["value"] and second["low"] <= first["value"]
 
 
 def _ceiling(rates: dict[str, Any], unit: str, method: str, **detail: Any) -> dict[str, Any]:
     metric = metric_result(status="complete", value=rates["value"], unit=unit, scope="device", method=method)
-    return {**metric, **{key: rates[key] for key in ("median", "q1", "q3", "blocks")}, **detail}
+    return {**metric, **{key: rates[key] for key in ("low", "median", "q1", "q3", "blocks")}, **detail}
 
 
 def _timed(stmt: Any, *, clock: Any, threads: int, min_run_time: float) -> tuple[list[float], int]:

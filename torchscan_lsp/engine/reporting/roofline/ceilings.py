@@ -65,7 +65,7 @@ def measured_ceilings(report: dict[str, Any]) -> dict[str, Any]:
     """The ceilings of a ``measure_ceilings`` report (its fastest blocks; the spread goes along in
     ``reference``)."""
     def spread(ceiling: dict[str, Any]) -> dict[str, Any]:
-        return {key: ceiling.get(key) for key in ("median", "q1", "q3", "blocks")}
+        return {key: ceiling.get(key) for key in ("low", "median", "q1", "q3", "blocks")}
 
     peak, bandwidth = report["peak_flops"], report["bandwidth"]
     keys = ("status", "value", "known_value", "unit", "scope", "method")
