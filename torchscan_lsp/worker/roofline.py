@@ -74,10 +74,12 @@ def _ceilings(device_option: str, dtype: str, device: str, *, refresh: bool = Fa
 
 
 def measure_roofline(report: dict[str, Any], found: dict[str, Any], options: dict[str, Any], device: str,
-                     blame: Blame) -> dict[str, Any]:
+                     blame: Blame, *, requested: bool = True) -> dict[str, Any]:
     """The roofline report of the job's analysis ``report`` with the measurements ``found`` so far
     (per-layer latency, latency, the training step; failed ones left out), for the ``roofline``
-    option's device (this machine when it is unset), on the target's ``device``."""
+    option's device (this machine when it is unset), on the target's ``device``; a failure is the
+    measurement's record, ``requested`` saying whether the job asked for it (else the option drew
+    it unasked: a warning)."""
     from torchscan_lsp.engine.reporting.roofline import roofline_report
 
     def good(name: str) -> dict[str, Any] | None:
@@ -99,4 +101,4 @@ def measure_roofline(report: dict[str, Any], found: dict[str, Any], options: dic
                 break
         return drawn
     except Exception as error:  # noqa: BLE001 - one failed measurement fails alone
-        return failed(error, blame)
+        return failed(error, blame, requested=requested)

@@ -162,7 +162,8 @@ class _Job:
             found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
         if "roofline" in wanted or roofline.automatic(options):
             device = options.get("device") or measurements.model_device(model)
-            found["roofline"] = roofline.measure_roofline(report, found, options, device, blame)
+            found["roofline"] = roofline.measure_roofline(report, found, options, device, blame,
+                                                          requested="roofline" in wanted)
         if found:
             result["measurements"] = found
         return result
