@@ -21,7 +21,7 @@ from torchscan_lsp import crawl_module
 from torchscan_lsp.engine.measuring.ceilings import measure_ceilings
 from torchscan_lsp.engine.measuring.layer_latency import measure_layer_latency
 from torchscan_lsp.engine.reporting.roofline import measured_ceilings, roofline_report
-from torchscan_lsp.worker.roofline import contradicted
+from torchscan_lsp.worker.roofline import REMEASURES, contradicted
 
 RESNET = '''
 import torch
@@ -140,10 +140,15 @@ def build():
 '''
 
 
+#: Seconds each ceiling is timed for: on a shared 2-core machine a matmul is interrupted in most
+#: blocks, and the longer the timing, the likelier one block that ran undisturbed at the peak.
+CEILING_SECONDS = 3.0
+
+
 @pytest.fixture(scope="module")
 def ceilings(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ceilings")
-    found = measure_ceilings("cpu", torch.float32, cache_dir=folder)
+    found = measure_ceilings("cpu", torch.float32, cache_dir=folder, min_run_time=CEILING_SECONDS)
     if not found["last_level_cache"]["bytes"]:
         pytest.fail("the last-level cache size of this machine could not be read (sysfs, lscpu)")
     return folder
@@ -156,11 +161,12 @@ def measured_roofline(source, folder):
     report = crawl_module(model, args=args)
     # the whole model is not timed (include_model=False): the layers are what is checked
     layer_latency = measure_layer_latency(model, args, device="cpu", include_model=False, min_run_time=0.005)
-    roofline = roofline_report(report, measured_ceilings(measure_ceilings("cpu", cache_dir=folder)),
-                               layer_latency=layer_latency)
-    if contradicted(roofline):  # as the worker: measured again, each ceiling the higher of the two
-        again = measured_ceilings(measure_ceilings("cpu", cache_dir=folder, refresh=True))
-        roofline = roofline_report(report, again, layer_latency=layer_latency)
+    for refresh in (False,) + (True,) * REMEASURES:  # as the worker: measured again, each ceiling the higher
+        ceilings = measured_ceilings(measure_ceilings("cpu", cache_dir=folder, refresh=refresh,
+                                                      min_run_time=CEILING_SECONDS))
+        roofline = roofline_report(report, ceilings, layer_latency=layer_latency)
+        if not contradicted(roofline):
+            break
     assert roofline["measured"]["layers"] is True
     return roofline
 
