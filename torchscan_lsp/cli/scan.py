@@ -163,7 +163,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     session, problems = command_session(str(root), python=args.python, timeout=args.timeout,
-                                        memory_mb=args.memory_limit_mb, roofline=args.roofline)
+                                        memory_mb=args.memory_limit_mb, roofline=args.roofline,
+                                        compare_with="off")  # (check compares)
     config_error = session.config_error(str(root))
     if config_error is not None:
         for problem in config_error.problems:

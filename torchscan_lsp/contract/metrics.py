@@ -26,6 +26,7 @@ __all__ = [
     "UNITS",
     "SCOPES",
     "METHOD_HOOK",
+    "METHOD_FORWARD_FRAME",
     "METHOD_MODULE_FORMULA",
     "METHOD_PYTORCH",
     "METHOD_FLOP_COUNTER",
@@ -56,6 +57,9 @@ UNITS = ("calls", "FLOPs", "MACs", "DMAs", "elements", "bytes")
 SCOPES = ("module_call", "forward", "model", "workload")
 
 METHOD_HOOK = "pytorch_hook"
+#: A module call found by its ``forward`` frame on the stack (called as ``module.forward(...)``,
+#: which runs no hook).
+METHOD_FORWARD_FRAME = "forward_frame"
 METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
 #: Operator FLOPs: PyTorch's FlopCounterMode conventions and formulas, with this package's operator
@@ -68,7 +72,8 @@ METHOD_OPERATOR_MACS = "torchscan_operator_macs"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.
 METHODS = (
-    METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
+    METHOD_HOOK, METHOD_FORWARD_FRAME, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER,
+    METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
 )  # fmt: skip
 
 Status = Literal["complete", "partial", "unavailable"]

@@ -1,7 +1,8 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency", "Measure memory" and "Measure training step". Command names and arguments are
-those of docs/server.md. A target of an untrusted workspace gets the summary alone: the other lenses
-would run its code."""
+"Measure latency", "Measure memory", "Measure training step" and, once the target has a baseline,
+"Compare with HEAD: +112 params · +50 % FLOPs" (the baseline's name and what changed), which opens
+the full diff. Command names and arguments are those of docs/server.md. A target of an untrusted
+workspace gets the summary alone: the other lenses would run its code."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
+from torchscan_lsp.server.comparison_card import summary_text
+from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE,
+                                           SHOW_REPORT)
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.measurements import model_latency, model_memory
@@ -54,6 +57,9 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState],
         actions = () if state.untrusted else (("Re-analyse", REANALYSE), ("Show report", SHOW_REPORT),
                                               ("Measure latency", MEASURE_LATENCY), ("Measure memory", MEASURE_MEMORY),
                                               ("Measure training step", MEASURE_TRAINING))
+        comparison = state.comparison
+        if actions and comparison is not None and comparison.ready and not (state.stale or state.error is not None):
+            actions += ((f"Compare with {comparison.label}: {summary_text(comparison, headline)}", COMPARE_REPORT),)
         for title, command in ((summary_title(state, headline), summary_command), *actions):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses

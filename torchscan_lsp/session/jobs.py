@@ -7,6 +7,9 @@ pragma or decorator options. ``measure`` and ``timeout``
 are lifted out of the options into the job: the measurements join the ones asked for, and the
 time limit is the target's ``timeout``, else the ``torchscan.timeoutSeconds`` setting (which
 defaults to the table's ``timeout``). The memory limit and the interpreter are the settings'.
+The options of budgets and baselines (``budget``, ``max_increase``, ``compare_with``) are the
+session's and never reach the worker, but for a budget's ``train_memory``: the training step's
+memory budget, which the worker holds the estimate against (:func:`effective_options`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, RenderJob, analysis_job, render_job
 from torchscan_lsp.session.settings import Settings
+from torchscan_lsp.targets.budgets import COMPARISON_OPTIONS
 from torchscan_lsp.targets.options import merge_options
 
-__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "timing_asked"]
+__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "effective_options",
+           "timing_asked"]
 
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
@@ -55,13 +60,25 @@ def build_job(
     buffer).
     """
     own = dict(getattr(target, "options", {}) or {})
-    editor = {"device": settings.device, **({"roofline": settings.roofline} if settings.roofline else {})}
-    options = merge_options({**defaults, **editor}, own)  # a train dict merges per key
+    options = effective_options(target, defaults, settings)
     wanted = [*(options.get("measure") or []), *measure]
-    job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
+    lifted = JOB_ONLY_OPTIONS + COMPARISON_OPTIONS
+    job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in lifted},
                        source_text=source_text, measure=wanted)
     limits = Limits(settings.python, float(own.get("timeout") or settings.timeoutSeconds), settings.memoryLimitMb)
     return job, limits
+
+
+def effective_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """The options ``target`` runs with: the workspace ``defaults``, the ``torchscan.device`` and
+    ``torchscan.roofline`` settings (the latter when set), then its own (``train``, ``budget`` and ``max_increase`` dicts merged key by key). A budget's
+    ``train_memory`` is the training step's memory budget when no ``train_memory`` option is given."""
+    editor = {"device": settings.device, **({"roofline": settings.roofline} if settings.roofline else {})}
+    options = merge_options({**defaults, **editor}, dict(getattr(target, "options", {}) or {}))
+    budget = options.get("budget") or {}
+    if budget.get("train_memory") is not None and options.get("train_memory") is None:
+        options["train_memory"] = budget["train_memory"]
+    return options
 
 
 def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
@@ -71,9 +88,11 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
     return any(TIMING & set((getattr(t, "options", {}) or {}).get("measure") or ()) for t in targets)
 
 
-def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """The job that renders ``report`` as HTML with its latency, per-layer latency, memory and
-    training-step measurements attached (those that did not fail)."""
+def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+                     title: str | None = None) -> RenderJob:
+    """The job that renders ``report`` (an analysis report, or a comparison) as HTML with its
+    latency, per-layer latency, memory and training-step measurements attached (those that did not
+    fail), titled ``title`` (``None``: the report's own title)."""
     attached = {name: m for name, m in (measurements or {}).items()
                 if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
-    return render_job(root, report, attached)
+    return render_job(root, report, attached, title)

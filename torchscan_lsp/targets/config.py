@@ -5,6 +5,11 @@
 device = "cpu"
 input_shape = [3, 224, 224]   # TOML has no tuples: one array is one shape
 timeout = 120
+compare_with = "origin/main"  # the baseline of deltas and max_increase (default "HEAD")
+
+[tool.torchscan-lsp.budget]   # merged key by key with a target's own budget, like train
+params = "25M"
+flops = "4.1 GFLOPs"
 ```
 
 The values are validated exactly as pragma options are; a target's own options win over them.
@@ -17,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from torchscan_lsp.contract.budget import budget_problems
 from torchscan_lsp.targets.options import (
     OptionError,
     check_consistency,
@@ -73,10 +79,21 @@ def _key_line(text: str, key: str | None, table: str | None = None) -> int | Non
     return None
 
 
-def _train_line(text: str, key: str) -> int | None:
-    """The line of a ``train`` key: in ``[tool.torchscan-lsp.train]``, else the main table's
-    ``train = {...}`` (an inline table is one line), else the sub-table's header."""
-    return _key_line(text, key, "train") or _key_line(text, "train") or _key_line(text, None, "train")
+def _sub_line(text: str, table: str, key: str) -> int | None:
+    """The line of a key of a sub-table option (``train``, ``budget``): in
+    ``[tool.torchscan-lsp.<table>]``, else the main table's ``<table> = {...}`` (an inline table is
+    one line), else the sub-table's header."""
+    return _key_line(text, key, table) or _key_line(text, table) or _key_line(text, None, table)
+
+
+def _sub_problems(text: str, key: str, raw: dict[str, Any]) -> list[ConfigProblem]:
+    """Every bad key of the sub-table option ``key`` (``train``, ``budget``, ``max_increase``),
+    each at its line."""
+    if key == "train":
+        found = [(e.name, e.message) for e in train_problems(raw)]
+    else:
+        found = budget_problems(key, raw)
+    return [ConfigProblem(f"[tool.{SECTION}.{key}] {message}", _sub_line(text, key, name)) for name, message in found]
 
 
 def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
@@ -106,9 +123,9 @@ def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
     options: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     for key, raw in table.items():
-        if key == "train" and isinstance(raw, dict):
-            bad = train_problems(raw)
-            problems += [ConfigProblem(f"[tool.{SECTION}.train] {e.message}", _train_line(text, e.name)) for e in bad]
+        if key in ("train", "budget", "max_increase") and isinstance(raw, dict):
+            bad = _sub_problems(text, key, raw)
+            problems += bad
             if bad:
                 continue
         value = from_toml_value(key, raw)

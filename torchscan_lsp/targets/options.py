@@ -7,8 +7,9 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``), the device a roofline is drawn for (``roofline``) and the
-language server's own (``measure``, ``timeout``).
+``train`` and ``memory_budget``), the device a roofline is drawn for (``roofline``), the
+language server's own (``measure``, ``timeout``) and those of budgets and baselines (``budget``,
+``max_increase``, ``compare_with``: :mod:`.budgets`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import re
 from typing import Any
 
 from torchscan_lsp.contract.devices import lookup_device
-from torchscan_lsp.contract.strict import strict_counts
+from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
+from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
+                                           check_max_increase, merge_limits)
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
@@ -29,7 +32,7 @@ TRAINING_OPTIONS = ("train", "train_memory")
 SERVER_OPTIONS = ("measure", "timeout")
 #: The device a roofline is drawn for (docs/annotations.md, "Roofline").
 ROOFLINE_OPTIONS = ("roofline",)
-KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + ROOFLINE_OPTIONS
+KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + COMPARISON_OPTIONS + ROOFLINE_OPTIONS
 
 MODES = ("full", "structure")
 MEASUREMENTS = ("latency", "memory", "layer_latency", "train", "roofline")
@@ -55,12 +58,14 @@ OPTION_HELP = {
     "dtype": 'a dtype name such as "float32" or "torch.bfloat16", or a list of names (one per input)',
     "device": 'a device string such as "cpu", "cuda" or "cuda:1"',
     "mode": '"full" or "structure"',
-    "strict": 'True (FLOPs, MACs and parameters), False, or a list of "flops", "macs", "parameters", '
-    '"dmas" and "receptive_field"',
+    "strict": 'True (every count complete by every method), "headline" (FLOPs, MACs and parameters, '
+    'each complete by one method), False, or a list of "flops", "macs", "parameters", "dmas" and '
+    '"receptive_field" (checked as "headline" checks)',
     "measure": 'a list of "latency", "memory", "layer_latency", "train" and "roofline"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
     "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
+    **COMPARISON_HELP,
     "roofline": 'True or "local" (this machine, its ceilings measured once), a device such as "H100-SXM" or '
     '"A100-80GB" (docs/devices.md), or False',
 }
@@ -145,7 +150,7 @@ def _check_mode(value: Any) -> None:
 
 def _check_strict(value: Any) -> None:
     try:
-        strict_counts(value)
+        strict_rule(value)
     except (TypeError, ValueError):
         raise OptionError("strict", f"strict must be {OPTION_HELP['strict']}, got {value!r}") from None
 
@@ -244,6 +249,21 @@ _CHECKS = {
 }
 
 
+def _comparison_check(name: str, check: Any) -> Any:
+    """A check of :mod:`.budgets` (which raises ``TypeError``/``ValueError``) as an option check."""
+    def run(value: Any) -> None:
+        try:
+            check(value)
+        except (TypeError, ValueError) as error:
+            raise OptionError(name, str(error)) from None
+
+    return run
+
+
+_CHECKS.update({name: _comparison_check(name, check) for name, check in (
+    ("budget", check_budget), ("max_increase", check_max_increase), ("compare_with", check_compare_with))})
+
+
 def validate_option(name: str, value: Any) -> None:
     """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it.
 
@@ -295,14 +315,21 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
     """Merge option dicts, later layers winning (workspace defaults first, the target's last).
 
     ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
-    the workspace's optimizer. Any other option, and ``train=None``, replaces the earlier value.
+    the workspace's optimizer; so do ``budget`` and ``max_increase`` dicts
+    (:func:`~torchscan_lsp.targets.budgets.merge_limits`). Any other option, and ``None``, replaces the
+    earlier value.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
             earlier = merged.get(key)
-            both = key == "train" and isinstance(value, dict) and isinstance(earlier, dict)
-            merged[key] = merge_train(earlier, value) if both else value
+            both = isinstance(value, dict) and isinstance(earlier, dict)
+            if both and key == "train":
+                merged[key] = merge_train(earlier, value)
+            elif both and key in ("budget", "max_increase"):
+                merged[key] = merge_limits(earlier, value)
+            else:
+                merged[key] = value
     return merged
 
 

@@ -36,6 +36,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'roofline', type: 'string', default: '', allowEmpty: true },
   { key: 'receptiveFieldNotes', type: 'boolean', default: false },
   { key: 'cacheResults', type: 'boolean', default: true },
+  { key: 'compareWith', type: 'string', default: 'HEAD' },
   { key: 'inlayHints.totals', type: 'boolean', default: true },
   { key: 'inlayHints.modules', type: 'boolean', default: true },
   { key: 'inlayHints.shapes', type: 'boolean', default: true },

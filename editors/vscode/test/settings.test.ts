@@ -19,6 +19,7 @@ const DEFAULTS = {
   roofline: '',
   receptiveFieldNotes: false,
   cacheResults: true,
+  compareWith: 'HEAD',
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 
