@@ -73,6 +73,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="also analyse one training step: its FLOPs, and its peak memory estimated (fake tensors) and measured",
     )
     parser.add_argument(
+        "--roofline", nargs="?", const="local", metavar="DEVICE", type=_roofline_device,
+        help="also draw each target's roofline: per layer its FLOPs, bytes, intensity, the time the device allows "
+        "and the bound, with --layer-latency how close each layer came, with --train the step's MFU; DEVICE is a "
+        "device of docs/devices.md (H100-SXM, A100-80GB, ...) or 'local', this machine with its ceilings measured "
+        "once (the default; a target's own roofline option wins)",
+    )
+    parser.add_argument(
         "--receptive-field-notes", action="store_true",
         help="also list where a convolutional model's receptive field could not be derived (the "
         "editor's torchscan.receptiveFieldNotes; off by default)",
@@ -105,9 +112,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _roofline_device(text: str) -> str:
+    """``--roofline DEVICE``: checked as the ``roofline`` option is (a usage error names the closest device)."""
+    from torchscan_lsp.session.settings import roofline_setting
+
+    try:
+        return roofline_setting(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("setting torchscan.roofline: ")) from None
+
+
 def _measurements(args: argparse.Namespace) -> list[str]:
     flags = (("latency", args.latency), ("memory", args.memory), ("layer_latency", args.layer_latency),
-             ("train", args.train))
+             ("train", args.train), ("roofline", args.roofline is not None))
     return [name for name, flag in flags if flag]
 
 
@@ -147,7 +164,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     session, problems = command_session(str(root), python=args.python, timeout=args.timeout,
-                                        memory_mb=args.memory_limit_mb, compare_with="off")  # (check compares)
+                                        memory_mb=args.memory_limit_mb, roofline=args.roofline,
+                                        compare_with="off")  # (check compares)
     out.places = Places(session)
     config_error = session.config_error(str(root))
     if config_error is not None:

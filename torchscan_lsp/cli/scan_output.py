@@ -172,9 +172,14 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
 
 
 def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
+    from torchscan_lsp.cli.scan_roofline import roofline_lines
+
     lines = []
     for name, report in measurements.items():
         if not isinstance(report, dict):
+            continue
+        if name == "roofline" and "error" not in report:
+            lines += roofline_lines(measurements)
             continue
         if "error" in report and isinstance(report["error"], dict):
             err = report["error"]

@@ -37,13 +37,14 @@ def cli_messages(result: dict[str, Any], flags: dict[str, str] = FLAGS) -> dict[
 
 def command_session(root: str, *, python: str | None = None, timeout: float | None = None,
                     memory_mb: float | None = None, headline: str | None = None,
-                    compare_with: str | None = None) -> tuple[Session, list[str]]:
+                    compare_with: str | None = None, roofline: str | None = None) -> tuple[Session, list[str]]:
     """A trusted session for a command run under ``root``, configured from the workspace and the
     flags (``None``: not given; ``compare_with`` is ``torchscan.compareWith``); returns it and one
     message per setting that was skipped."""
     overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout),
                                                ("memoryLimitMb", memory_mb), ("headline", headline),
-                                               ("compareWith", compare_with)) if value is not None}
+                                               ("compareWith", compare_with), ("roofline", roofline))
+                                                if value is not None}
     session = Session(trusted=True)
     _, problems = session.configure(root, overrides)
     worker = session.run_job

@@ -32,4 +32,6 @@ ENGINE_EXPORTS = (
     "analyse_training_step",
     "estimate_training_memory",
     "measure_training_memory",
+    "measure_ceilings",
+    "roofline_report",
 )

@@ -52,7 +52,7 @@ ERROR_KINDS = ("import", "options", "factory", "result", "forward", "strict", "t
                "cancelled")
 
 #: Measurements a job may ask for besides the analysis.
-MEASUREMENT_KINDS = ("latency", "memory", "layer_latency")
+MEASUREMENT_KINDS = ("latency", "memory", "layer_latency", "train", "roofline")
 
 #: What a job runs (:class:`Job`'s ``phase``): ``all``, the analysis and every measurement, the
 #: training estimate that a target's ``train`` options ask for included; ``forward``, the same
@@ -336,7 +336,8 @@ def analysis_job(
 
 
 #: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
-RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training"}
+RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training",
+                      "roofline": "roofline"}
 
 
 def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Its public names are declared once, in :data:`torchscan_lsp.contract.api.ENGINE_
 
 from torchscan_lsp.contract.api import ENGINE_EXPORTS
 from torchscan_lsp.engine.measuring.benchmarks import BenchmarkComparison, compare_benchmarks
+from torchscan_lsp.engine.measuring.ceilings import measure_ceilings
 from torchscan_lsp.engine.reporting.compare import ReportDiff, compare_reports
 from torchscan_lsp.engine.crawler import crawl_module
 from torchscan_lsp.engine.reporting.html import render_report
@@ -21,6 +22,7 @@ from torchscan_lsp.engine.report import (
     MetricResult,
     metric_result,
 )
+from torchscan_lsp.engine.reporting.roofline import roofline_report
 from torchscan_lsp.engine.reporting.summary import summary
 from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
 

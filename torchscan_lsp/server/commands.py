@@ -137,7 +137,7 @@ def register(server: LanguageServer) -> None:
 
     @server.command(MEASURE_LATENCY)
     async def measure_latency(ls: Editor, uri: str, name: str) -> dict | None:
-        return await _measure(ls, uri, name, ["latency", "layer_latency"])
+        return await _measure(ls, uri, name, ["latency", "layer_latency", "roofline"])
 
     @server.command(MEASURE_MEMORY)
     async def measure_memory(ls: Editor, uri: str, name: str) -> dict | None:
@@ -145,7 +145,7 @@ def register(server: LanguageServer) -> None:
 
     @server.command(MEASURE_TRAINING)
     async def measure_training(ls: Editor, uri: str, name: str) -> dict | None:
-        return await _measure(ls, uri, name, ["train"])
+        return await _measure(ls, uri, name, ["train", "roofline"])
 
     @server.command(COMPARE_REPORT)
     async def compare_report(ls: Editor, uri: str, name: str) -> str | None:

@@ -1,8 +1,8 @@
 """Hover cards: a target's totals (both counting methods), top modules, what changed since its
 baseline (:mod:`.comparison_card`) and measurements (the training step's FLOPs and peak memory by
-category among them); a module line's type, paths,
-parameters, inputs and output, work by both methods with a note on where they differ and why,
-direct children, receptive field (where one applies) or token dependencies; a line's operators.
+category among them, the roofline and MFU); a module line's type, paths, parameters, inputs and
+output, work by both methods with a note on where they differ and why, direct children, receptive
+field (where one applies) or token dependencies, and its roofline; a line's operators.
 Markdown, built from the target states alone (no I/O)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torchscan_lsp.server import labels
 from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import ESTIMATE_RUNNING_NOTE, STALE_NOTE, error_message, traceback_block, untrusted_message
+from torchscan_lsp.server.roofline_card import module_roofline, target_roofline
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
 from torchscan_lsp.session.findings import receptive_field_applies
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
@@ -79,6 +80,7 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         parts.append(ESTIMATE_RUNNING_NOTE)
     elif training is not None:
         parts.append(training_card(training_summary(training)))
+    parts.append(target_roofline(state.measurements))
     failed = training_failure(state)
     if failed is not None:
         parts.append(f"**Training step failed**: {failed.get('type')}: {failed.get('message')}")
@@ -271,6 +273,7 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             built = view.line_modules(info.defined)
             parts.append(module_card(view, built, headline))
             parts.append(layer_latency_card(state.measurements, built))
+            parts.append(module_roofline(state.measurements, built))
         elif info.instances:
             parts.append(module_card(view, info.instances, headline))
         if info.called:

@@ -2,7 +2,8 @@
 
 A target's options come in three layers, later ones winning: the workspace's
 ``[tool.torchscan-lsp]`` defaults, the ``torchscan.device`` setting (which itself defaults to the
-table's ``device``), and the target's own pragma or decorator options. ``measure`` and ``timeout``
+table's ``device``) and the ``torchscan.roofline`` setting when it is set, and the target's own
+pragma or decorator options. ``measure`` and ``timeout``
 are lifted out of the options into the job: the measurements join the ones asked for, and the
 time limit is the target's ``timeout``, else the ``torchscan.timeoutSeconds`` setting (which
 defaults to the table's ``timeout``). The memory limit and the interpreter are the settings'.
@@ -29,8 +30,9 @@ __all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_jo
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
 
-TIMING = frozenset({"latency", "layer_latency"})
-"""Measurements that time the model: jobs asking for one run alone, never beside another job."""
+TIMING = frozenset({"latency", "layer_latency", "roofline"})
+"""Measurements that time the model (a roofline of this machine measures its ceilings, once): jobs
+asking for one run alone, never beside another job."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,11 @@ def build_job(
 
 
 def effective_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    """The options ``target`` runs with: the workspace ``defaults``, the ``torchscan.device`` setting,
-    then its own (``train``, ``budget`` and ``max_increase`` dicts merged key by key). A budget's
+    """The options ``target`` runs with: the workspace ``defaults``, the ``torchscan.device`` and
+    ``torchscan.roofline`` settings (the latter when set), then its own (``train``, ``budget`` and ``max_increase`` dicts merged key by key). A budget's
     ``train_memory`` is the training step's memory budget when no ``train_memory`` option is given."""
-    options = merge_options({**defaults, "device": settings.device}, dict(getattr(target, "options", {}) or {}))
+    editor = {"device": settings.device, **({"roofline": settings.roofline} if settings.roofline else {})}
+    options = merge_options({**defaults, **editor}, dict(getattr(target, "options", {}) or {}))
     budget = options.get("budget") or {}
     if budget.get("train_memory") is not None and options.get("train_memory") is None:
         options["train_memory"] = budget["train_memory"]

@@ -64,6 +64,10 @@ class Settings:
             ran) or ``"modules"`` (this project's module formulas, which also give DMAs).
         receptiveFieldNotes: information diagnostics where a convolutional model's receptive field
             could not be derived (off: the hover still shows the receptive field).
+        roofline: the device every target's roofline is drawn for unless its own ``roofline`` option
+            says otherwise: ``""`` (none: only targets that ask, and the measurements that draw one
+            here), ``"local"`` (this machine, its ceilings measured once) or a device of the table
+            (``"H100-SXM"``, docs/devices.md).
         compareWith: the baseline each target's deltas and ``max_increase`` compare with:
             ``"HEAD"`` (the files as committed), another git ref (``"main"``), ``"save"`` (the
             target's previous analysis in this session) or ``"off"`` (:mod:`~torchscan_lsp.session.baselines`).
@@ -83,6 +87,7 @@ class Settings:
     maxWorkers: int = 2
     headline: str = "operators"
     receptiveFieldNotes: bool = False
+    roofline: str = ""
     cacheResults: bool = True
     compareWith: str = "HEAD"
     inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
@@ -98,10 +103,31 @@ def _camel(name: str) -> str:
     return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
 
 
+def roofline_setting(value: Any) -> str:
+    """The ``roofline`` setting: ``""`` or a ``roofline`` option's string (checked as the option is).
+
+    Raises:
+        ValueError: an unknown device, named with the closest one (``setting torchscan.roofline: ...``).
+    """
+    from torchscan_lsp.targets.options import OptionError, validate_option
+
+    if value in ("", None, False):
+        return ""
+    if value is True:
+        return "local"
+    try:
+        validate_option("roofline", value)
+    except OptionError as error:
+        raise ValueError(f"setting {SECTION}.roofline: {error.message.removeprefix('roofline: ')}") from None
+    return str(value)
+
+
 def _coerce(name: str, value: Any, default: Any) -> Any:
     """Check one setting's type; raise ``ValueError`` naming the setting when it is wrong."""
     if value is None and name == "python":
         return None
+    if name == "roofline":
+        return roofline_setting(value)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value

@@ -7,8 +7,9 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``), the language server's own (``measure``, ``timeout``) and those of
-budgets and baselines (``budget``, ``max_increase``, ``compare_with``: :mod:`.budgets`).
+``train`` and ``memory_budget``), the device a roofline is drawn for (``roofline``), the
+language server's own (``measure``, ``timeout``) and those of budgets and baselines (``budget``,
+``max_increase``, ``compare_with``: :mod:`.budgets`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import difflib
 import re
 from typing import Any
 
+from torchscan_lsp.contract.devices import lookup_device
 from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
 from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
@@ -28,10 +30,14 @@ ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
 TRAINING_OPTIONS = ("train", "train_memory")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
-KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + COMPARISON_OPTIONS
+#: The device a roofline is drawn for (docs/annotations.md, "Roofline").
+ROOFLINE_OPTIONS = ("roofline",)
+KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + COMPARISON_OPTIONS + ROOFLINE_OPTIONS
 
 MODES = ("full", "structure")
-MEASUREMENTS = ("latency", "memory", "layer_latency", "train")
+MEASUREMENTS = ("latency", "memory", "layer_latency", "train", "roofline")
+#: The ``roofline`` value that names this machine (its ceilings measured), besides ``True``.
+THIS_MACHINE = "local"
 
 #: ``torch.<name>`` dtypes accepted by name (with or without the ``torch.`` prefix).
 DTYPE_NAMES = frozenset(
@@ -55,11 +61,13 @@ OPTION_HELP = {
     "strict": 'True (every count complete by every method), "headline" (FLOPs, MACs and parameters, '
     'each complete by one method), False, or a list of "flops", "macs", "parameters", "dmas" and '
     '"receptive_field" (checked as "headline" checks)',
-    "measure": 'a list of "latency", "memory", "layer_latency" and "train"',
+    "measure": 'a list of "latency", "memory", "layer_latency", "train" and "roofline"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
     "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
     **COMPARISON_HELP,
+    "roofline": 'True or "local" (this machine, its ceilings measured once), a device such as "H100-SXM" or '
+    '"A100-80GB" (docs/devices.md), or False',
 }
 
 
@@ -208,6 +216,25 @@ def _check_train_memory(value: Any) -> None:
         raise OptionError("train_memory", str(error)) from None
 
 
+def _check_roofline(value: Any) -> None:
+    if isinstance(value, bool) or value == THIS_MACHINE:
+        return
+    if not isinstance(value, str):
+        raise OptionError("roofline", f"roofline must be {OPTION_HELP['roofline']}, got {value!r}")
+    try:
+        lookup_device(value, option="roofline")
+    except ValueError as error:
+        raise OptionError("roofline", f"{error} (or True for this machine)") from None
+
+
+def roofline_device(value: Any) -> str | None:
+    """What a valid ``roofline`` option asks for: ``None`` (no roofline), :data:`THIS_MACHINE`, or
+    the name of a device of the table as written."""
+    if value is None or value is False:
+        return None
+    return THIS_MACHINE if value is True or value == THIS_MACHINE else str(value)
+
+
 _CHECKS = {
     "input_shape": _check_input_shape,
     "dtype": _check_dtype,
@@ -218,6 +245,7 @@ _CHECKS = {
     "timeout": _check_timeout,
     "train": _check_train,
     "train_memory": _check_train_memory,
+    "roofline": _check_roofline,
 }
 
 

@@ -18,10 +18,11 @@ Steps, each with its own error kind:
    :class:`~torchscan_lsp.worker.attribution.SourceRecorder` (where each module was built and called,
    which lines dispatched which operators, what each line computed). Under ``strict=True`` an analysis that is
    not complete is a ``strict`` error listing what was not counted.
-5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``) run
-   after the analysis, each failing on its own without failing the job; a target with ``train`` or
-   ``train_memory`` options gets the training step's estimate (:mod:`.training`) unasked. The
-   job's ``phase`` (:data:`~torchscan_lsp.contract.messages.JOB_PHASES`) may leave that estimate
+5. Optional measurements (``measure``: ``latency``, ``memory``, ``layer_latency``, ``train``,
+   ``roofline``) run after the analysis, each failing on its own without failing the job; a target
+   with ``train`` or ``train_memory`` options gets the training step's estimate (:mod:`.training`)
+   unasked, and one with a ``roofline`` option its roofline (:mod:`.roofline`), last, over the others.
+   The job's ``phase`` (:data:`~torchscan_lsp.contract.messages.JOB_PHASES`) may leave that estimate
    out (``forward``: the result carries the model's structure digest instead) or run it alone
    (``training``: steps 1-3, then the estimate, and no analysis).
 
@@ -52,7 +53,7 @@ import torch
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
-from torchscan_lsp.worker import measurements, python_warnings, training
+from torchscan_lsp.worker import measurements, python_warnings, roofline, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.compiled import hidden_from_dynamo
 from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
@@ -166,11 +167,16 @@ class _Job:
         if unasked:
             result["structure"] = training.structure_digest(model)
         found: dict[str, Any] = {}
-        on_the_model = [name for name in wanted if name != "train"]  # training builds models of its own
+        # training builds models of its own; the roofline joins what the others measured
+        on_the_model = [name for name in wanted if name not in ("train", "roofline")]
         if on_the_model:
             found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
         if trains:
             found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
+        if "roofline" in wanted or roofline.automatic(options):
+            device = options.get("device") or measurements.model_device(model)
+            found["roofline"] = roofline.measure_roofline(report, found, options, device, blame,
+                                                          requested="roofline" in wanted)
         if found:
             result["measurements"] = found
         return result

@@ -19,6 +19,8 @@ export interface SettingSpec {
   readonly integer?: boolean;
   /** The words a string setting may take, when it takes only a few. */
   readonly choices?: readonly string[];
+  /** Whether a string setting may be empty (its default is then "", meaning: not set). */
+  readonly allowEmpty?: boolean;
 }
 
 export const SETTINGS: readonly SettingSpec[] = [
@@ -31,6 +33,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'debounceMs', type: 'number', default: 500 },
   { key: 'maxWorkers', type: 'number', default: 2, integer: true },
   { key: 'headline', type: 'string', default: 'operators', choices: ['operators', 'modules'] },
+  { key: 'roofline', type: 'string', default: '', allowEmpty: true },
   { key: 'receptiveFieldNotes', type: 'boolean', default: false },
   { key: 'cacheResults', type: 'boolean', default: true },
   { key: 'compareWith', type: 'string', default: 'HEAD' },
@@ -57,7 +60,11 @@ function expectation(spec: SettingSpec): string {
     case 'string|null':
       return 'a path (a string) or null';
     case 'string':
-      return spec.choices ? spec.choices.map((word) => JSON.stringify(word)).join(' or ') : 'a non-empty string';
+      return spec.choices
+        ? spec.choices.map((word) => JSON.stringify(word)).join(' or ')
+        : spec.allowEmpty
+          ? 'a string'
+          : 'a non-empty string';
     case 'boolean':
       return 'true or false';
     case 'number':
@@ -70,7 +77,11 @@ function isValid(spec: SettingSpec, value: unknown): boolean {
     case 'string|null':
       return value === null || typeof value === 'string';
     case 'string':
-      return typeof value === 'string' && value.trim() !== '' && (!spec.choices || spec.choices.includes(value));
+      return (
+        typeof value === 'string' &&
+        (spec.allowEmpty || value.trim() !== '') &&
+        (!spec.choices || spec.choices.includes(value))
+      );
     case 'boolean':
       return typeof value === 'boolean';
     case 'number':

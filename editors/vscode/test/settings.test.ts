@@ -16,6 +16,7 @@ const DEFAULTS = {
   debounceMs: 500,
   maxWorkers: 2,
   headline: 'operators',
+  roofline: '',
   receptiveFieldNotes: false,
   cacheResults: true,
   compareWith: 'HEAD',

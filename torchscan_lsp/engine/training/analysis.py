@@ -2,7 +2,7 @@
 
 It runs the *estimated* method (:mod:`.estimate`: fake tensors and ``MemTracker``, any size; the
 FLOPs are counted in the same pass) and the *measured* one (:mod:`.measured`: a real step under
-``measure_peak_memory``), compares them where both ran, and holds the peak against a memory budget.
+``measure_peak_memory``, then real steps timed, :mod:`.timed`), compares them where both ran, and holds the peak against a memory budget.
 A method that cannot run is ``unavailable`` with its reason (a model on the meta device or an
 absent GPU cannot be measured; a step that reads tensor values cannot be faked: one message naming
 the line, :class:`~.construction.ValueReadError`, with a ``training_memory_unavailable`` warning);
@@ -31,6 +31,7 @@ from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_
 from torchscan_lsp.engine.training.construction import REAL_BUILD_LIMIT_BYTES, ValueReadError
 from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
+from torchscan_lsp.engine.training.timed import time_training_step
 from torchscan_lsp.contract.training import parse_bytes, parse_train_options
 
 __all__ = ["AGREEMENT_SLACK_BYTES", "AGREEMENT_TOLERANCE", "analyse_training_step"]
@@ -120,7 +121,9 @@ def analyse_training_step(
         :class:`~.flops.TrainingFlopCounter.report`, or ``None`` when no method ran a step),
         ``"parameters"`` (the model's parameters, trainable and frozen, element metrics, from the
         first method that ran; ``None`` when none did),
-        ``"memory": {"estimated", "measured", "comparison", "budget"}``, ``"diagnostics"}``.
+        ``"memory": {"estimated", "measured", "comparison", "budget"}``, ``"step_time"`` (the
+        measured step's time, :func:`.timed.time_training_step`; ``None`` when no step was
+        measured), ``"diagnostics"}``.
         Each memory method has ``method``, ``peak`` (a bytes metric) and, when unavailable, ``reason``.
 
     Raises:
@@ -162,6 +165,8 @@ def analyse_training_step(
             memory["measured"] = _unavailable(METHOD_MEASURED, f"{type(exc).__name__}: {exc}")
     else:
         memory["measured"] = _unavailable(METHOD_MEASURED, skip)
+    step_time = _timed_step(build, inputs, target) if skip is None and memory["measured"]["peak"]["status"] == "complete" \
+        else None
     ran = [name for name in ("estimated", "measured") if memory[name]["peak"]["status"] == "complete"]
     if failures and not ran:
         raise failures[0]
@@ -175,6 +180,9 @@ def analyse_training_step(
     if budget is not None:
         memory["budget"], over = _budget(budget, memory, str(target))
         diagnostics.extend(over)
+    if step_time is not None and "reason" in step_time:
+        diagnostics.append(make_diagnostic("training_step_time_unavailable", "training_step_time",
+                                           f"the training step could not be timed: {step_time['reason']}"))
     if flops is not None:
         diagnostics = [*flops["diagnostics"], *diagnostics]
     counted = [found for name in ran if (found := memory[name].pop("parameters", None)) is not None]
@@ -186,5 +194,15 @@ def analyse_training_step(
         "flops": flops,
         "parameters": next(iter(counted), None),
         "memory": memory,
+        "step_time": step_time,
         "diagnostics": diagnostics,
     }
+
+
+def _timed_step(build: Callable[[], Any], inputs: dict[str, Any], target: torch.device) -> dict[str, Any]:
+    """The measured step's time (:func:`.timed.time_training_step`), or ``{"method", "reason"}``
+    when timing it failed (the memory measurement stands)."""
+    try:
+        return time_training_step(build, **inputs, device=target)
+    except Exception as exc:  # noqa: BLE001 - reported as a diagnostic; the step's memory stands
+        return {"method": "torch.utils.benchmark.Timer", "reason": f"{type(exc).__name__}: {exc}"}

@@ -34,6 +34,7 @@ from torchscan_lsp.engine.recording.skipped_operators import SKIPPED_OPERATORS
 from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, validate_mapping
 from torchscan_lsp.engine.recording.operators import counter_report
 from torchscan_lsp.engine.report import MetricResult, metric_result
+from torchscan_lsp.engine.training.flop_parts import RecomputeCounter, attention_call, is_attention
 
 __all__ = ["TrainingFlopCounter", "FLOP_PHASES"]
 
@@ -65,9 +66,13 @@ class _UncountedLocator(TorchDispatchMode):
         self.counter = counter
         self.names: dict[int, str | None] = {}
         self.by_label: dict[str, set[str]] = defaultdict(set)
+        #: the fused attention calls of the phase being noted (:func:`.flop_parts.attention_call`)
+        self.attention: list[dict[str, Any]] | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         counter = self.counter
+        if self.attention is not None and not counter.paused and (call := attention_call(func, args, kwargs or {})):
+            self.attention.append(call)
         if not counter.paused and func not in SKIPPED_OPERATORS and not isinstance(func, _HigherOrderOperator):
             try:
                 name = self.names[id(func)]
@@ -94,9 +99,12 @@ class TrainingFlopCounter:
         self._root_label = type(root).__name__
         self._counter = OperatorCounter(validate_mapping(custom_mapping))
         self._locator = _UncountedLocator(self._counter)
+        self._recompute = RecomputeCounter(self._running_total)
         self._phase: str | None = None
         self.reports: dict[str, dict[str, Any]] = {}
         self.uncounted_by_label: dict[str, dict[str, set[str]]] = {}
+        #: the forward's fused attention calls, in order (``None`` until the forward ran)
+        self.attention_calls: list[dict[str, Any]] | None = None
 
     def __enter__(self) -> TrainingFlopCounter:
         self._locator.__enter__()
@@ -108,6 +116,7 @@ class TrainingFlopCounter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._recompute.watch(False)
         try:
             self._close_phase()
         finally:
@@ -127,11 +136,19 @@ class TrainingFlopCounter:
             counter.failures.clear()
             self._locator.by_label = defaultdict(set)
 
+    def _running_total(self) -> int:
+        return sum(self._counter.label_counts.get("Global", {}).values())
+
     def enter_phase(self, name: str) -> None:
         """Close the running phase's count and start counting ``name`` (not counted unless it is one
-        of :data:`FLOP_PHASES`)."""
+        of :data:`FLOP_PHASES`). The forward's attention calls are noted, and in the backward the
+        module forwards that run again (recomputation)."""
         self._close_phase()
         self._phase = name
+        self._locator.attention = [] if name == "forward" and self.attention_calls is None else None
+        if self._locator.attention is not None:
+            self.attention_calls = self._locator.attention
+        self._recompute.watch(name == "backward")
         if name in FLOP_PHASES:
             self._counter.resume()
         else:
@@ -147,8 +164,12 @@ class TrainingFlopCounter:
         """The training FLOPs: ``totals`` (``forward_flops``, ``backward_flops``, ``training_flops``),
         ``by_module`` (path -> the same three metrics; ``training_flops`` is their sum by the contract's
         ``aggregate``: ``complete`` only when both phases are), ``phases`` (each phase's ``FlopReport``:
-        ``by_operator``, ``ignored_operators``, ``diagnostics``) and ``diagnostics`` (each phase's
-        ``uncounted_operator`` diagnostics, their ``metric`` naming the phase)."""
+        ``by_operator``, ``ignored_operators``, ``diagnostics``), ``diagnostics`` (each phase's
+        ``uncounted_operator`` diagnostics, their ``metric`` naming the phase), ``attention_calls``
+        (the forward's fused attention calls: :func:`.flop_parts.attention_call`) and
+        ``attention_flops`` (FLOPs of the fused attention operators and their backward, both phases)
+        and ``recomputed`` (``{"flops", "calls"}``: the backward's FLOPs in module forwards run
+        again, part of ``backward_flops``)."""
         totals: dict[str, MetricResult] = {}
         diagnostics: list[dict[str, Any]] = []
         modules: dict[str, dict[str, MetricResult]] = defaultdict(dict)
@@ -176,4 +197,8 @@ class TrainingFlopCounter:
                 record.setdefault(key, _metric(0, True, method) if totals[key]["status"] != "unavailable" else totals[key])
             record["training_flops"] = aggregate((record["forward_flops"], record["backward_flops"]))
             by_module[path] = {key: record[key] for key in ("forward_flops", "backward_flops", "training_flops")}
-        return {"totals": totals, "by_module": by_module, "phases": dict(self.reports), "diagnostics": diagnostics}
+        return {"totals": totals, "by_module": by_module, "phases": dict(self.reports), "diagnostics": diagnostics,
+                "attention_calls": list(self.attention_calls or []),
+                "attention_flops": sum(int(count) for phase in self.reports.values()
+                                       for name, count in (phase.get("by_operator") or {}).items() if is_attention(name)),
+                "recomputed": {"flops": self._recompute.flops, "calls": self._recompute.calls}}

@@ -14,7 +14,9 @@ fetch (``default-src 'none'``), so opening it can never reach the network. It re
   call_index)`` and add a latency column with a bar for each call's share of the layer-latency sum.
   ``latency=`` (a ``measure_latency`` report of the whole model) and ``memory=`` (a
   ``measure_peak_memory`` report) add their totals beside the analysis totals, ``training=`` (an
-  ``analyse_training_step`` report) the training step's section;
+  ``analyse_training_step`` report) the training step's section, ``roofline=`` (a roofline report)
+  the roofline chart (:mod:`.roofline`: inline SVG, log-log, one point per layer under the device's
+  ceilings);
 * a **latency report** (``measure_latency``), a **per-layer latency report**
   (``measure_layer_latency``), a **benchmark comparison** (``compare_benchmarks``), a **report
   comparison** (``compare_reports``), a **peak-memory report** (``measure_peak_memory``) or a
@@ -44,6 +46,7 @@ from torchscan_lsp.engine.reporting.html.analysis import render_analysis
 from torchscan_lsp.engine.reporting.html.comparisons import render_benchmark_comparison, render_report_comparison
 from torchscan_lsp.engine.reporting.html.measurements import render_latency, render_layer_latency, render_memory
 from torchscan_lsp.engine.reporting.html.page import CONTENT_SECURITY_POLICY, page
+from torchscan_lsp.engine.reporting.html.roofline import roofline_section
 from torchscan_lsp.engine.reporting.html.training import render_training, training_section
 
 __all__ = ["render_report", "report_kind", "CONTENT_SECURITY_POLICY", "KINDS"]
@@ -109,6 +112,7 @@ def render_report(
     latency: dict[str, Any] | None = None,
     memory: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
+    roofline: dict[str, Any] | None = None,
     title: str | None = None,
     headline: str = OPERATORS.name,
     findings: list[dict[str, Any]] | None = None,
@@ -124,6 +128,8 @@ def render_report(
         latency: with an analysis report only: a ``measure_latency`` report of the whole model.
         memory: with an analysis report only: a ``measure_peak_memory`` report.
         training: with an analysis report only: an ``analyse_training_step`` report.
+        roofline: with an analysis report only: a roofline report of it (``roofline_report``): its
+            chart and its longest rooflines.
         title: the page title (escaped); by default derived from the document.
         headline: with an analysis report: the counting method whose FLOPs and MACs the module
             table shows first, ``"operators"`` (the dispatched operators, the default) or
@@ -140,6 +146,8 @@ def render_report(
             names ``path``.
     """
     kind = report_kind(document)
+    if roofline is not None and (kind != "analysis" or not isinstance(roofline, dict) or roofline.get("kind") != "roofline"):
+        raise ValueError("roofline= must be a roofline report (roofline_report) attached to an analysis report.")
     if headline not in METHODS:
         raise ValueError(f"headline must be one of {', '.join(map(repr, METHODS))}, got {headline!r}.")
     if findings is not None and kind != "analysis":
@@ -158,6 +166,8 @@ def render_report(
         page_title, subtitle, body = render_analysis(document, layer_latency, latency, memory, headline, findings)
         if training is not None:
             body += training_section(training)
+        if roofline is not None:
+            body += roofline_section(roofline)
     else:
         page_title, subtitle, body = _RENDERERS[kind](document)
     text = page(title if title is not None else page_title, subtitle, body)
