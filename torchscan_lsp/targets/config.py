@@ -5,6 +5,9 @@
 device = "cpu"
 input_shape = [3, 224, 224]   # TOML has no tuples: one array is one shape
 timeout = 120
+
+[tool.torchscan-lsp.plan]     # the training plan's options (a target's plan=True takes them)
+sharding = ["single", "fsdp"]
 ```
 
 The values are validated exactly as pragma options are; a target's own options win over them.
@@ -21,6 +24,7 @@ from torchscan_lsp.targets.options import (
     OptionError,
     check_consistency,
     from_toml_value,
+    plan_table_problems,
     train_problems,
     validate_option,
 )
@@ -73,10 +77,15 @@ def _key_line(text: str, key: str | None, table: str | None = None) -> int | Non
     return None
 
 
-def _train_line(text: str, key: str) -> int | None:
-    """The line of a ``train`` key: in ``[tool.torchscan-lsp.train]``, else the main table's
-    ``train = {...}`` (an inline table is one line), else the sub-table's header."""
-    return _key_line(text, key, "train") or _key_line(text, "train") or _key_line(text, None, "train")
+def _sub_line(text: str, key: str, table: str) -> int | None:
+    """The line of a key of the sub-table ``table`` (``train``, ``plan``): in
+    ``[tool.torchscan-lsp.<table>]``, else the main table's ``<table> = {...}`` (an inline table is
+    one line), else the sub-table's header."""
+    return _key_line(text, key, table) or _key_line(text, table) or _key_line(text, None, table)
+
+
+#: The sub-tables whose keys are checked one by one, each with its own problems.
+_SUB_TABLES = {"train": train_problems, "plan": plan_table_problems}
 
 
 def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
@@ -106,9 +115,9 @@ def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
     options: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     for key, raw in table.items():
-        if key == "train" and isinstance(raw, dict):
-            bad = train_problems(raw)
-            problems += [ConfigProblem(f"[tool.{SECTION}.train] {e.message}", _train_line(text, e.name)) for e in bad]
+        if key in _SUB_TABLES and isinstance(raw, dict):
+            bad = _SUB_TABLES[key](raw)
+            problems += [ConfigProblem(f"[tool.{SECTION}.{key}] {e.message}", _sub_line(text, e.name, key)) for e in bad]
             if bad:
                 continue
         value = from_toml_value(key, raw)

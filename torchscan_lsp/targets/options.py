@@ -7,7 +7,8 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``) and the language server's own (``measure``, ``timeout``).
+``train`` and ``memory_budget``), the training plan's (``plan``: ``plan_training``'s) and the
+language server's own (``measure``, ``timeout``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import difflib
 import re
 from typing import Any
 
+from torchscan_lsp.contract.plan import parse_budget, parse_plan_options, plan_problems
 from torchscan_lsp.contract.strict import strict_counts
-from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
+from torchscan_lsp.contract.training import OPTIMIZERS, parse_train_options
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
-#: Options of the training step (docs/annotations.md, "Training step").
-TRAINING_OPTIONS = ("train", "train_memory")
+#: Options of the training step and its plan (docs/annotations.md, "Training step", "Training plan").
+TRAINING_OPTIONS = ("train", "train_memory", "plan")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
 KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS
@@ -54,7 +56,10 @@ OPTION_HELP = {
     "measure": 'a list of "latency", "memory", "layer_latency" and "train"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
-    "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
+    "train_memory": 'a memory budget per device for the training step and its plan: a size such as "24 GiB" or '
+    '"80 GB", or a GPU such as "H100-80GB", "A100-40GB", "L4" or "RTX-4090"',
+    "plan": 'True, or a dict of plan options, e.g. {"precision": ["bfloat16-mixed"], "sharding": ["single", "fsdp"], '
+    '"sequence": "input_ids:1"}',
 }
 
 
@@ -198,9 +203,26 @@ def train_problems(value: dict[str, Any]) -> list[OptionError]:
 
 def _check_train_memory(value: Any) -> None:
     try:
-        parse_bytes(value, name="train_memory")
+        parse_budget(value, name="train_memory")
     except (TypeError, ValueError) as error:
         raise OptionError("train_memory", str(error)) from None
+
+
+def _check_plan(value: Any) -> None:
+    if value is False:
+        return
+    if value is not True and not isinstance(value, dict):
+        raise OptionError("plan", f"plan must be {OPTION_HELP['plan']}, got {value!r}")
+    try:
+        parse_plan_options(value)
+    except (TypeError, ValueError) as error:
+        raise OptionError("plan", str(error)) from None
+
+
+def plan_table_problems(value: dict[str, Any]) -> list[OptionError]:
+    """Every bad key of a ``plan`` dict (a ``[tool.torchscan-lsp.plan]`` table), one
+    :class:`OptionError` each (``.name``: the key)."""
+    return [OptionError(key, message) for key, message in plan_problems(value)]
 
 
 _CHECKS = {
@@ -213,6 +235,7 @@ _CHECKS = {
     "timeout": _check_timeout,
     "train": _check_train,
     "train_memory": _check_train_memory,
+    "plan": _check_plan,
 }
 
 
@@ -267,14 +290,22 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
     """Merge option dicts, later layers winning (workspace defaults first, the target's last).
 
     ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
-    the workspace's optimizer. Any other option, and ``train=None``, replaces the earlier value.
+    the workspace's optimizer. ``plan`` dicts merge per key too, and a target's ``plan=True`` takes
+    the workspace's ``[tool.torchscan-lsp.plan]`` table as it is. Any other option, and ``None``,
+    replaces the earlier value.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
             earlier = merged.get(key)
-            both = key == "train" and isinstance(value, dict) and isinstance(earlier, dict)
-            merged[key] = merge_train(earlier, value) if both else value
+            both = isinstance(value, dict) and isinstance(earlier, dict)
+            if key == "train" and both:
+                value = merge_train(earlier, value)
+            elif key == "plan" and both:
+                value = {**earlier, **value}
+            elif key == "plan" and value is True and isinstance(earlier, dict):
+                value = earlier
+            merged[key] = value
     return merged
 
 
