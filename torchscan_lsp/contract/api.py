@@ -32,4 +32,5 @@ ENGINE_EXPORTS = (
     "analyse_training_step",
     "estimate_training_memory",
     "measure_training_memory",
+    "plan_training",
 )
