@@ -19,6 +19,7 @@ __all__ = [
     "ERROR_KINDS",
     "MEASUREMENT_KINDS",
     "Job",
+    "PlanJob",
     "RenderJob",
     "ErrorInfo",
     "Site",
@@ -34,6 +35,7 @@ __all__ = [
     "PreloadRequest",
     "WarmEvent",
     "analysis_job",
+    "plan_job",
     "render_job",
     "RENDER_ATTACHMENTS",
     "render_attachments",
@@ -61,6 +63,15 @@ class Job(TypedDict):
     options: dict[str, Any]
     source_text: str | None
     measure: list[str]
+
+
+class PlanJob(Job):
+    """A training plan of the target (``kind`` ``"plan"``): no analysis, no ``measure``; its
+    ``options`` also hold ``plan``, ``train`` and ``train_memory``. The client adds ``progress``,
+    the file the child appends its progress lines to (:mod:`torchscan_lsp.worker.planning`)."""
+
+    kind: Literal["plan"]
+    progress: NotRequired[str]
 
 
 class RenderJob(TypedDict):
@@ -189,7 +200,8 @@ class Result(TypedDict, total=False):
     """What a job returns. ``ok`` true: ``report``, ``source_map``, optional ``measurements`` (by
     kind: a report, or ``{"error": ...}`` for a measurement that failed alone) and ``elapsed_s``.
     ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
-    ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
+    ``source_map``. A plan job's success has ``kind`` ``"plan"`` and ``plan`` (the
+    ``plan_training`` report) instead of ``report`` and ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
     the process printed anything; ``ok`` true also ``library_stamps``, the modification times (ns)
     of the installed module files the job imported, by absolute path (the result cache's check)."""
 
@@ -204,6 +216,8 @@ class Result(TypedDict, total=False):
     error: ErrorInfo
     log_tail: str
     path: str
+    kind: str
+    plan: dict[str, Any]
 
 
 class WarmRequest(TypedDict):
@@ -268,7 +282,8 @@ def analysis_job(
 
 
 #: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
-RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training"}
+RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training",
+                      "plan": "plan"}
 
 
 def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -276,6 +291,13 @@ def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]
     and did not fail."""
     return {keyword: measurements[kind] for kind, keyword in RENDER_ATTACHMENTS.items()
             if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
+
+
+def plan_job(workspace_root: str, file: str, target: str, options: Mapping[str, Any], *,
+             source_text: str | None = None) -> PlanJob:
+    """Build a :class:`PlanJob` of ``target`` with its merged ``options``."""
+    return {"workspace_root": workspace_root, "file": file, "target": target, "options": dict(options),
+            "source_text": source_text, "measure": [], "kind": "plan"}
 
 
 def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:

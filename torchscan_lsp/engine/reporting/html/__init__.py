@@ -11,12 +11,15 @@ fetch (``default-src 'none'``), so opening it can never reach the network. It re
   call_index)`` and add a latency column with a bar for each call's share of the layer-latency sum.
   ``latency=`` (a ``measure_latency`` report of the whole model) and ``memory=`` (a
   ``measure_peak_memory`` report) add their totals beside the analysis totals, ``training=`` (an
-  ``analyse_training_step`` report) the training step's section;
+  ``analyse_training_step`` report) the training step's section, ``plan=`` (a ``plan_training``
+  report) the training plan's;
 * a **latency report** (``measure_latency``), a **per-layer latency report**
   (``measure_layer_latency``), a **benchmark comparison** (``compare_benchmarks``), a **report
   comparison** (``compare_reports``), a **peak-memory report** (``measure_peak_memory``) or a
   **training-step report** (``analyse_training_step``: FLOPs by phase, peak memory by category from
-  both methods, drawn as bars).
+  both methods, drawn as bars) or a **training plan** (``plan_training``: the policies' largest
+  batches, and each one's memory against the batch drawn as inline SVG, stacked by category, with
+  the fitted peak and the budget line).
 
 The kind of document is detected from its keys; anything else raises ``ValueError`` (``TypeError``
 for a non-dict). Every string that comes from the model or the report (names, paths, types,
@@ -24,8 +27,8 @@ messages, versions) is escaped with :func:`html.escape`. The file is written ato
 temporary file in the same directory, then renamed), so a failure never leaves half a file.
 
 One module per kind of page: :mod:`.analysis`, :mod:`.measurements` (latency, per-layer latency,
-peak memory), :mod:`.comparisons` (benchmarks, reports), :mod:`.training`; :mod:`.page` holds what
-they share.
+peak memory), :mod:`.comparisons` (benchmarks, reports), :mod:`.training`, :mod:`.plan`; :mod:`.page`
+holds what they share.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ from torchscan_lsp.engine.reporting.html.analysis import render_analysis
 from torchscan_lsp.engine.reporting.html.comparisons import render_benchmark_comparison, render_report_comparison
 from torchscan_lsp.engine.reporting.html.measurements import render_latency, render_layer_latency, render_memory
 from torchscan_lsp.engine.reporting.html.page import CONTENT_SECURITY_POLICY, page
+from torchscan_lsp.engine.reporting.html.plan import plan_section, render_plan
 from torchscan_lsp.engine.reporting.html.training import render_training, training_section
 
 __all__ = ["render_report", "report_kind", "CONTENT_SECURITY_POLICY", "KINDS"]
 
 #: Document kinds :func:`render_report` understands.
 KINDS = ("analysis", "latency", "layer_latency", "benchmark_comparison", "report_comparison", "peak_memory",
-         "training_step")
+         "training_step", "training_plan")
 
 _MEMORY_METRICS = ("pytorch_tensor_bytes", "pytorch_reserved_bytes")
 
@@ -57,6 +61,7 @@ _RENDERERS = {
     "report_comparison": render_report_comparison,
     "peak_memory": render_memory,
     "training_step": render_training,
+    "training_plan": render_plan,
 }
 
 
@@ -70,7 +75,7 @@ def report_kind(document: Any) -> str:
     if not isinstance(document, dict):
         raise TypeError(f"render_report needs a report dict, got {type(document).__name__}.")
     declared = document.get("kind")
-    if declared in ("latency", "layer_latency", "benchmark_comparison", "training_step"):
+    if declared in ("latency", "layer_latency", "benchmark_comparison", "training_step", "training_plan"):
         kind = declared
     elif "metric" in document and "peak_bytes" in document and document.get("metric") in _MEMORY_METRICS:
         kind = "peak_memory"
@@ -88,8 +93,8 @@ def report_kind(document: Any) -> str:
             "render_report cannot tell what kind of document this is: expected an analysis report "
             "(crawl_module), a latency report (measure_latency), a per-layer latency report "
             "(measure_layer_latency), a benchmark comparison (compare_benchmarks), a report comparison "
-            "(compare_reports), a peak-memory report (measure_peak_memory) or a training-step report "
-            f"(analyse_training_step); got a dict with keys [{keys}]."
+            "(compare_reports), a peak-memory report (measure_peak_memory), a training-step report "
+            f"(analyse_training_step) or a training plan (plan_training); got a dict with keys [{keys}]."
         )
     version = document.get("schema_version", SCHEMA_VERSION if kind == "peak_memory" else None)
     if version != SCHEMA_VERSION:
@@ -105,6 +110,7 @@ def render_report(
     latency: dict[str, Any] | None = None,
     memory: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
+    plan: dict[str, Any] | None = None,
     title: str | None = None,
 ) -> Path:
     """Write ``document`` as one self-contained, offline HTML file at ``path``; return the path.
@@ -118,6 +124,7 @@ def render_report(
         latency: with an analysis report only: a ``measure_latency`` report of the whole model.
         memory: with an analysis report only: a ``measure_peak_memory`` report.
         training: with an analysis report only: an ``analyse_training_step`` report.
+        plan: with an analysis report only: a ``plan_training`` report.
         title: the page title (escaped); by default derived from the document.
 
     Raises:
@@ -128,9 +135,10 @@ def render_report(
             names ``path``.
     """
     kind = report_kind(document)
-    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training}
+    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training,
+                   "plan": plan}
     expected = {"layer_latency": "layer_latency", "latency": "latency", "memory": "peak_memory",
-                "training": "training_step"}
+                "training": "training_step", "plan": "training_plan"}
     for name, attached in attachments.items():
         if attached is None:
             continue
@@ -142,6 +150,8 @@ def render_report(
         page_title, subtitle, body = render_analysis(document, layer_latency, latency, memory)
         if training is not None:
             body += training_section(training)
+        if plan is not None:
+            body += plan_section(plan)
     else:
         page_title, subtitle, body = _RENDERERS[kind](document)
     text = page(title if title is not None else page_title, subtitle, body)
