@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
 from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.planning import Plans
 from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
@@ -39,15 +40,22 @@ RunJob = Callable[..., Awaitable[dict]]
 class Listener(Protocol):
     """What the session tells its owner."""
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
-        """A worker job for ``state`` started running (``task`` may be cancelled to stop it)."""
+    def job_started(self, state: TargetState, task: asyncio.Task, title: str | None = None) -> None:
+        """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
+        ``title`` says what it does when it is not an analysis (a plan)."""
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
+        """The job ``task`` of ``state`` reported progress: ``{"message": str, "done": fraction}``."""
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
 
 
 class _Silent:
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
+    def job_started(self, state: TargetState, task: asyncio.Task, title: str | None = None) -> None:
+        pass
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
         pass
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
@@ -66,10 +74,15 @@ class Session:
         run_job: the worker entry point.
         keep_results: keep results on disk too, as the setting ``cacheResults`` says (the editor's
             session; a command measures what it is pointed at).
+        auto_plan: plan a target whose options ask for a plan after each of its analyses
+            (:mod:`.planning`; ``check`` does not).
+
+    Attributes:
+        plan_every: plan every target after its analysis, asked for (``scan --plan``).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
-                 run_job: RunJob = worker_client.run, keep_results: bool = False) -> None:
+                 run_job: RunJob = worker_client.run, keep_results: bool = False, auto_plan: bool = True) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
         self.listener = listener or _Silent()
@@ -78,6 +91,9 @@ class Session:
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
+        self.plans = Plans(self)
+        self.auto_plan = auto_plan
+        self.plan_every = False
         self._configs: dict[str, WorkspaceConfig] = {}
 
     @property
@@ -223,7 +239,9 @@ class Session:
             if cached is not None:
                 self.scheduler.cancel(state.key)
                 changed.append(self._apply(state, cached, text))
+                self._after(state, unsaved)
                 continue
+            self.plans.cancel(state)  # a plan of the code before this analysis no longer holds
             self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
                                   delay_s=delay_s)
         if changed:
@@ -282,6 +300,18 @@ class Session:
             self.cache.put(key, result, self.file_hash(job["workspace_root"]))
         self._apply(state, result, text)
         self._notify([state], before)
+        if result.get("ok"):
+            self._after(state, job.get("source_text") is not None)
+
+    def _after(self, state: TargetState, unsaved: bool) -> None:
+        """After a good result of ``state``: its plan, when its options ask for one (or every
+        target's, asked for, with :attr:`plan_every`)."""
+        if self.plan_every:
+            document = self.store.documents.get(str(Path(state.key.root, state.key.file)))
+            if document is not None:
+                self.plans.request(document, [state.key.name], requested=True, unsaved=unsaved)
+        elif self.auto_plan:
+            self.plans.after_analysis(state, unsaved=unsaved)
 
     def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
         """Take ``result`` of ``state``'s job, whose target file read ``text``."""

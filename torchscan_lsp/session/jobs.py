@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, RenderJob, analysis_job, render_job
+from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, PlanJob, RenderJob, analysis_job, plan_job, render_job
 from torchscan_lsp.session.settings import Settings
 from torchscan_lsp.targets.options import merge_options
 
-__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "timing_asked"]
+__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_plan_job", "build_render_job", "target_options",
+           "timing_asked", "wants_plan"]
 
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
@@ -53,12 +54,37 @@ def build_job(
     buffer).
     """
     own = dict(getattr(target, "options", {}) or {})
-    options = merge_options({**defaults, "device": settings.device}, own)  # a train dict merges per key
+    options = target_options(target, defaults, settings)
     wanted = [*(options.get("measure") or []), *measure]
     job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
                        source_text=source_text, measure=wanted)
     limits = Limits(settings.python, float(own.get("timeout") or settings.timeoutSeconds), settings.memoryLimitMb)
     return job, limits
+
+
+def target_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """``target``'s options over the workspace's defaults and the ``device`` setting (``train`` and
+    ``plan`` dicts merge per key: :func:`~torchscan_lsp.targets.options.merge_options`)."""
+    own = dict(getattr(target, "options", {}) or {})
+    return merge_options({**defaults, "device": settings.device}, own)
+
+
+def wants_plan(options: Mapping[str, Any]) -> bool:
+    """Whether merged target options ask for a training plan after each analysis: ``plan=True`` or
+    a plan dict, the target's own or the workspace's ``[tool.torchscan-lsp.plan]`` (as its ``train``
+    options ask for the training estimate); ``plan=False`` on a target turns it off."""
+    return options.get("plan") not in (None, False)
+
+
+def build_plan_job(root: str, path: str, target: Any, defaults: Mapping[str, Any], settings: Settings, *,
+                   source_text: str | None = None) -> tuple[PlanJob, Limits]:
+    """The plan job of ``target`` (its options as for :func:`build_job`; no ``plan`` option means
+    the plan's defaults) and its limits: the time limit is ``torchscan.planTimeoutSeconds``."""
+    options = {k: v for k, v in target_options(target, defaults, settings).items() if k not in JOB_ONLY_OPTIONS}
+    if not options.get("plan"):
+        options["plan"] = True
+    job = plan_job(root, path, target.name, options, source_text=source_text)
+    return job, Limits(settings.python, float(settings.planTimeoutSeconds), settings.memoryLimitMb)
 
 
 def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:

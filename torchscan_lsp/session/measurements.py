@@ -13,7 +13,8 @@ __all__ = ["MEASUREMENT_NAMES", "MeasurementFailure", "measurement_failures", "m
            "layer_latency"]
 
 MEASUREMENT_NAMES = {"latency": "latency measurement", "memory": "memory measurement",
-                     "layer_latency": "per-layer latency measurement", "train": "training step"}
+                     "layer_latency": "per-layer latency measurement", "train": "training step",
+                     "plan": "training plan"}
 """What each measurement is called in a message."""
 
 
@@ -22,7 +23,7 @@ class MeasurementFailure:
     """A measurement that failed on its own (the analysis stood).
 
     Attributes:
-        kind: ``latency``, ``memory``, ``layer_latency`` or ``train``.
+        kind: ``latency``, ``memory``, ``layer_latency``, ``train`` or ``plan``.
         requested: the job asked for it (an error), rather than running it unasked (the training
             estimate of a target with ``train`` options: a warning).
         error: its ``type``, ``message``, ``file`` and ``line`` (the innermost workspace frame, or

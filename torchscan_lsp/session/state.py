@@ -89,6 +89,8 @@ class TargetState:
             text (:meth:`line_map`), so hints and hovers follow unsaved edits.
         error_texts: the same for the latest failure (the file that raised), so that its error
             follows unsaved edits too.
+        planning: a plan job is in flight (``measurements["plan"]`` is the last plan's).
+        plan_hash: content hash of the file text the last plan (``measurements["plan"]``) ran on.
     """
 
     key: TargetKey
@@ -102,6 +104,8 @@ class TargetState:
     analysed_hash: str | None = None
     analysed_texts: dict[str, str] = field(default_factory=dict)
     error_texts: dict[str, str] = field(default_factory=dict)
+    planning: bool = False
+    plan_hash: str | None = None
     _line_maps: dict[tuple[bool, str], tuple[list[str], LineMap]] = field(default_factory=dict, repr=False,
                                                                          compare=False)
 
