@@ -66,7 +66,7 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     from torchscan_lsp.contract.messages import is_library
 
     session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb,
-                                        headline=headline)
+                                        headline=headline, auto_plan=False)
     documents, unreadable = session.open_files(files, str(root))
     time_alone(session)
     for document in documents:

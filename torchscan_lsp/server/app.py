@@ -145,9 +145,13 @@ class TorchscanServer(LanguageServer):
 
     # notifications ----------------------------------------------------------------------------
 
-    def job_started(self, state: TargetState, task: asyncio.Task) -> None:
+    def job_started(self, state: TargetState, task: asyncio.Task, title: str | None = None) -> None:
         """Listener hook: show progress for a starting job."""
-        self.progress.job_started(state, task)
+        self.progress.job_started(state, task, title)
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
+        """Listener hook: report a running job's progress."""
+        self.progress.job_progress(state, task, record)
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""

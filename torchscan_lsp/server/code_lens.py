@@ -1,5 +1,6 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency", "Measure memory" and "Measure training step". Command names and arguments are
+"Measure latency", "Measure memory", "Measure training step" and "Plan training" ("Planning…"
+while a plan runs). Command names and arguments are
 those of docs/server.md. A target of an untrusted workspace gets the summary alone: the other lenses
 would run its code."""
 
@@ -11,7 +12,8 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
+from torchscan_lsp.server.messages import (MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING, REANALYSE,
+                                           SHOW_REPORT)
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.measurements import model_latency, model_memory
@@ -53,7 +55,8 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState],
         summary_command = SHOW_REPORT if state.view is not None else REANALYSE
         actions = () if state.untrusted else (("Re-analyse", REANALYSE), ("Show report", SHOW_REPORT),
                                               ("Measure latency", MEASURE_LATENCY), ("Measure memory", MEASURE_MEMORY),
-                                              ("Measure training step", MEASURE_TRAINING))
+                                              ("Measure training step", MEASURE_TRAINING),
+                                              ("Planning…" if state.planning else "Plan training", PLAN_TRAINING))
         for title, command in ((summary_title(state, headline), summary_command), *actions):
             lenses.append(types.CodeLens(range=range_, command=types.Command(title=title, command=command, arguments=args)))
     return lenses

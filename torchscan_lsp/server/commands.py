@@ -1,5 +1,6 @@
 """Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
-``torchscan.measureLatency``, ``torchscan.measureMemory`` and ``torchscan.measureTraining``.
+``torchscan.measureLatency``, ``torchscan.measureMemory``, ``torchscan.measureTraining`` and
+``torchscan.planTraining`` (the training plan, a job of its own: it answers with the plan).
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
 the file), then for ``showReport`` an optional format (``html``, the default, or ``json``). Reports
@@ -21,7 +22,8 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE, SHOW_REPORT
+from torchscan_lsp.server.messages import (MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING, REANALYSE,
+                                           SHOW_REPORT)
 from torchscan_lsp.session.cache import cache_folder
 from torchscan_lsp.session.state import Document, TargetState
 
@@ -60,6 +62,17 @@ async def _measure(ls: Editor, uri: str, name: str, measure: list[str]) -> dict 
     return {kind: state.measurements.get(kind) for kind in measure if kind in state.measurements} or None
 
 
+async def _plan(ls: Editor, uri: str, name: str) -> dict | None:
+    document, states = _states(ls, uri, name)
+    state = states[0]
+    ls.session.plans.request(document, [name], requested=True, use_cache=False)
+    await ls.session.plans.finished(state)
+    plan = state.measurements.get("plan")
+    if isinstance(plan, dict) and "error" in plan:
+        ls.show_message(f"torchscan: planning {name} failed; see the diagnostics")
+    return plan if isinstance(plan, dict) else None
+
+
 async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
     document, states = _states(ls, uri, name)
     state = states[0]
@@ -89,7 +102,7 @@ async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
 
 
 def register(server: LanguageServer) -> None:
-    """Register the five commands."""
+    """Register the six commands."""
 
     @server.command(REANALYSE)
     def reanalyse(ls: Editor, uri: str, *rest: Any) -> None:
@@ -112,3 +125,7 @@ def register(server: LanguageServer) -> None:
     @server.command(MEASURE_TRAINING)
     async def measure_training(ls: Editor, uri: str, name: str) -> dict | None:
         return await _measure(ls, uri, name, ["train"])
+
+    @server.command(PLAN_TRAINING)
+    async def plan_training(ls: Editor, uri: str, name: str) -> dict | None:
+        return await _plan(ls, uri, name)

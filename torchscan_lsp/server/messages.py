@@ -12,6 +12,7 @@ __all__ = [
     "MEASURE_LATENCY",
     "MEASURE_MEMORY",
     "MEASURE_TRAINING",
+    "PLAN_TRAINING",
     "COMMANDS",
     "STATUS_METHOD",
     "STALE_NOTE",
@@ -28,7 +29,8 @@ SHOW_REPORT = "torchscan.showReport"
 MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
 MEASURE_TRAINING = "torchscan.measureTraining"
-COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING)
+PLAN_TRAINING = "torchscan.planTraining"
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING)
 
 STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""
