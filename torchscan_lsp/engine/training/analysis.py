@@ -22,12 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
-from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
+from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_failure, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
 from torchscan_lsp.contract.plan import parse_budget
 from torchscan_lsp.contract.training import parse_train_options
@@ -48,14 +47,6 @@ class _Skipped(Exception):
 def _unavailable(method: str, reason: str) -> dict[str, Any]:
     return {"method": method, "reason": reason,
             "peak": metric_result(status="unavailable", unit="bytes", scope="workload", method=method)}
-
-
-def _estimate_failure(exc: BaseException) -> str:
-    reason = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, DataDependentOutputException):
-        reason += (" (fake tensors hold no values, so a model that reads them -- .item(), .tolist(), control "
-                   "flow on a tensor -- cannot be estimated; the measured step still runs)")
-    return reason
 
 
 def _measured_skip(device: torch.device) -> str | None:
@@ -148,7 +139,7 @@ def analyse_training_step(
             memory["estimated"] = result
         except Exception as exc:  # noqa: BLE001 - reported, and raised below if nothing else ran
             failures.append(exc)
-            memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, _estimate_failure(exc))
+            memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, estimate_failure(exc))
     else:
         memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, "not requested")
     skip = _measured_skip(target) if measure else "not requested"

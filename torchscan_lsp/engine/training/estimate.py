@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
 from torchscan_lsp.engine.report import metric_result
@@ -35,10 +35,23 @@ from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
-__all__ = ["METHOD_MEM_TRACKER", "estimate_training_memory", "track_step", "with_optimizer_split"]
+__all__ = ["METHOD_MEM_TRACKER", "estimate_failure", "estimate_training_memory", "track_step", "with_optimizer_split"]
 
 #: The method label of estimated training memory.
 METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensorMode"
+
+
+def estimate_failure(exc: BaseException, *, measured: bool = True) -> str:
+    """Why an estimate on fake tensors failed, in words: the exception, and for one that read a
+    tensor's value (``DataDependentOutputException``: ``.item()``, ``.tolist()``, control flow on a
+    tensor, in the model or in its optimizer's step -- ``torch.optim.Adafactor`` reads its step count
+    and the parameters' norms) what that means; ``measured``: a measured step runs beside it."""
+    reason = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DataDependentOutputException):
+        reason += (" (fake tensors hold no values, so a step that reads them -- .item(), .tolist(), control flow on "
+                   "a tensor, in the model or in its optimizer, as torch.optim.Adafactor's step does -- cannot be "
+                   "estimated" + ("; the measured step still runs)" if measured else ")"))
+    return reason
 
 
 def with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:

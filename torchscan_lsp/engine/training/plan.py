@@ -31,13 +31,19 @@ from torchscan_lsp.contract.plan import DEFAULT_BUDGET, Budget, PlanOptions, Pol
 from torchscan_lsp.contract.training import TrainOptions, parse_train_options
 from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic
+from torchscan_lsp.engine.training.estimate import estimate_failure
 from torchscan_lsp.engine.training.estimator import NotApplicable, Point, PolicyEstimator
 from torchscan_lsp.engine.training.search import AxisAnswer, largest_fitting
 from torchscan_lsp.engine.training.sharding import fake_process_group
 
-__all__ = ["plan_training"]
+__all__ = ["PlanError", "plan_training"]
 
 Progress = Callable[[str, float], None]
+
+
+class PlanError(RuntimeError):
+    """Every policy of a plan failed: the first failure's reason, with its traceback (so that a
+    worker locates it at the line of the model that raised)."""
 
 
 def _budget(plan: PlanOptions, memory_budget: Any) -> tuple[Budget, str]:
@@ -93,7 +99,7 @@ class _Planner:
         # one count per checkpointing mode and size serves every policy
         self.flops: dict[tuple[str, int, int | None], dict[str, Any]] = {}
         self.count = 0
-        self.failures: list[BaseException] = []
+        self.failures: list[tuple[BaseException, str]] = []
 
     def _note(self, policy: Policy, what: str, done: float) -> None:
         self.progress(f"{policy.name}: {what}", done)
@@ -159,8 +165,8 @@ class _Planner:
             record["status"] = "not_applicable"
             return record
         except Exception as error:  # noqa: BLE001 - one policy failing fails alone
-            record["reason"] = f"{type(error).__name__}: {error}"
-            self.failures.append(error)
+            record["reason"] = estimate_failure(error, measured=False)
+            self.failures.append((error, record["reason"]))
             return record
         finally:
             record["elapsed_s"] = round(time.perf_counter() - started, 3)
@@ -229,8 +235,8 @@ def plan_training(
 
     Raises:
         TypeError, ValueError: bad ``train``, ``plan`` or budget options (before anything runs).
-        The first policy's error, unchanged, when every policy failed (the factory raised, or the
-        model fails on its inputs).
+        PlanError: every policy failed (the factory raised, the model fails on its inputs, or
+            reads tensor values): the first failure's reason, with its traceback.
     """
     options = parse_train_options(train)
     plan_options = parse_plan_options(plan)
@@ -248,7 +254,9 @@ def plan_training(
         for index, policy in enumerate(policies):
             records.append(planner.policy(policy, mesh, index / len(policies)))
     if planner.failures and all(record["status"] == "unavailable" for record in records):
-        raise planner.failures[0]  # the model fails whatever the policy: an error, not a table of blanks
+        # the model fails whatever the policy: an error, not a table of blanks (where it raised)
+        error, reason = planner.failures[0]
+        raise PlanError(reason).with_traceback(error.__traceback__) from error
     progress("done", 1.0)
     compared = "CUDA allocated peak (derived)" if cuda else "tensor bytes at the peak"
     return {
