@@ -112,7 +112,7 @@ def test_inlay_hints_on_the_class_conv_and_call_lines(session):
 def test_code_lens_above_the_class(session):
     assert seen(session, "code-lens")["lenses"] == [
         "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory",
-        "Measure training step"]
+        "Measure training step", "Plan training"]
 
 
 def test_hover_on_the_conv_line(session):

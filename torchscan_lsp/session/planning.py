@@ -133,6 +133,10 @@ class Plans:
         state.planning = False
         if result.get("ok"):
             session.cache.put(key, result, session.file_hash(job["workspace_root"]))
+        elif (result.get("error") or {}).get("kind") == "timeout":  # the analysis's advice names another setting
+            result["error"] = {**result["error"], "message": (
+                f"the plan stopped after {limits.timeout_s:g} s (raise torchscan.planTimeoutSeconds, or shorten the "
+                "plan's lists of precisions, optimizers, checkpointing and sharding, if it needs longer)")}
         self._apply(state, result, text, requested)
         session.listener.states_changed([state], set())
 

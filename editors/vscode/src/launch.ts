@@ -20,4 +20,5 @@ export const SERVER_COMMANDS = {
   measureLatency: 'torchscan.measureLatency',
   measureMemory: 'torchscan.measureMemory',
   measureTraining: 'torchscan.measureTraining',
+  planTraining: 'torchscan.planTraining',
 } as const;

@@ -11,6 +11,7 @@ const DEFAULTS = {
   allowExecution: false,
   device: 'cpu',
   timeoutSeconds: 60,
+  planTimeoutSeconds: 600,
   memoryLimitMb: 8192,
   analyzeOnType: false,
   debounceMs: 500,
@@ -140,7 +141,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(15);
+    expect(documented.size).toBe(16);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);
@@ -160,6 +161,6 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every palette command has its title', () => {
     const titles = manifest.contributes.commands.map((command: { title: string }) => command.title).sort();
-    expect(titles).toEqual(['Measure latency', 'Measure memory', 'Measure training step', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
+    expect(titles).toEqual(['Measure latency', 'Measure memory', 'Measure training step', 'Plan training', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
   });
 });
