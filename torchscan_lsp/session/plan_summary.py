@@ -90,8 +90,6 @@ def _category(entry: Mapping[str, Any] | None) -> str:
 
 def _communication(sharding: Mapping[str, Any] | None) -> str | None:
     volume = (sharding or {}).get("communication") or {}
-    if not volume and (sharding or {}).get("gradient_buckets_bytes"):
-        volume = {"all_reduce_bytes": sharding["gradient_buckets_bytes"]}
     parts = [f"{name.removesuffix('_bytes').replace('_', '-')} {fmt.byte_size(size)}"
              for name, size in volume.items() if size]
     return ", ".join(parts) or None
@@ -105,12 +103,11 @@ def _fits(record: Mapping[str, Any] | None, axis: str) -> list[str]:
     return lines
 
 
-def _row(policy: Mapping[str, Any]) -> PlanRow:
+def _row(policy: Mapping[str, Any], sequence: bool) -> PlanRow:
     name = policy["policy"]["name"]
     batch = policy.get("batch")
     if policy.get("status") in ("unavailable", "not_applicable") and not batch:
-        return PlanRow(name, "—", "—" if policy.get("sequence") is None else "—", "—", "—", "—",
-                       policy["status"], policy.get("reason"))
+        return PlanRow(name, "—", "—" if sequence else None, "—", "—", "—", policy["status"], policy.get("reason"))
     point = (batch or {}).get("at_largest") or (batch or {}).get("smallest") or {}
     peak = fmt.byte_size(point["peak_bytes"]) if point else "—"
     if point and point.get("peak_phase"):
@@ -124,7 +121,7 @@ def _row(policy: Mapping[str, Any]) -> PlanRow:
     largest = ((batch or {}).get("largest") or {}).get("known_value")
     global_batch = (f"{largest} × {sharding['ranks']} = {largest * sharding['ranks']:,}"
                     if sharding and largest else None)
-    return PlanRow(name, axis_text(batch), axis_text(policy["sequence"]) if policy.get("sequence") else None,
+    return PlanRow(name, axis_text(batch), axis_text(policy.get("sequence")) if sequence else None,
                    peak, _category((batch or {}).get("largest_category")),
                    fmt.metric_text((batch or {}).get("training_flops"), "FLOPs"), str(policy.get("status")), reason,
                    global_batch, _communication(sharding),
@@ -139,7 +136,8 @@ def plan_summary(report: Mapping[str, Any]) -> PlanSummary:
     named = f"{budget['device']}, " if budget.get("device") else ""
     summary = PlanSummary(f"{fmt.byte_size(budget.get('bytes', 0))} per device ({named}{where})",
                           str(report.get("compared", "")))
-    summary.rows = [_row(policy) for policy in report.get("policies") or []]
+    sequence = bool((report.get("options") or {}).get("sequence"))
+    summary.rows = [_row(policy, sequence) for policy in report.get("policies") or []]
     summary.methods = list(dict.fromkeys(str(p.get("method")) for p in report.get("policies") or [] if p.get("method")))
     summary.notes = [str(d.get("message")) for d in report.get("diagnostics") or []]
     summary.notes.append(f"{report.get('estimates', 0)} estimates on fake tensors in {report.get('elapsed_s', 0):.1f} s; "

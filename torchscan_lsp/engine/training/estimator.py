@@ -181,8 +181,11 @@ class PolicyEstimator:
             categories["gradient_buckets"] = largest["gradient_buckets"] = self.buckets
         metric = tracked["flops"]["totals"]["training_flops"] if same_pass else (
             self.count_flops(batch, sequence) if flops else None)
+        # DDP's rule: one all-reduce of every gradient (its buckets) per step
+        communication = getattr(tracker, "communication", None) if fsdp else (
+            {"all_reduce_bytes": self.buckets} if self.buckets else None)
         return Point(batch, sequence, max(phases.values()), tracked["peak_phase"], phases, categories, largest,
-                     flops=metric, communication=getattr(tracker, "communication", None))
+                     flops=metric, communication=communication)
 
     def count_flops(self, batch: int, sequence: int | None = None) -> dict[str, Any]:
         """The training FLOPs (forward and backward; a ``training_flops`` metric) of a step at this
