@@ -317,6 +317,28 @@ try {
     return { lenses: await poll(lenses, (titles) => /peak memory \+/.test(titles[0] ?? ''), config.analysisTimeoutMs) };
   });
 
+  await step('plan-training', async () => {
+    // what a user does: click the lens; the plan is a job of its own, its title says so meanwhile
+    await clickLens('^Plan training$');
+    const planning = await poll(lenses, (titles) => titles.includes('Planning…') || titles.includes('Plan training'));
+    const done = await poll(lenses, (titles) => titles.includes('Plan training'), config.planTimeoutMs);
+    // then the class line's hover (the target is the class): its card ends with the plan
+    const point = await page.evaluate(() => {
+      const span = [...document.querySelectorAll('.editor-group-container.active .view-line span span')].find((s) =>
+        s.textContent.includes('Net'),
+      );
+      const box = span.getBoundingClientRect();
+      return { x: box.left + 4, y: box.top + box.height / 2 };
+    });
+    await page.mouse.click(point.x, point.y);
+    await chord('Control', 'KeyK');
+    await chord('Control', 'KeyI');
+    // "Training plan: planning…" until the plan job is done
+    const hover = await poll(hoverText, (shown) => shown.includes('Training plan: budget'), config.planTimeoutMs);
+    await page.keyboard.press('Escape');
+    return { planning, lenses: done, hover, status: await statusText() };
+  });
+
   await step('show-report', async () => {
     const before = (await tabs()).length;
     await clickLens('^Show report$');
@@ -335,6 +357,8 @@ try {
             contentSecurityPolicy: document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.content ?? null,
             scripts: document.scripts.length,
             text: document.body?.innerText.slice(0, 4000) ?? '',
+            plan: document.querySelector('#plan')?.innerText.slice(0, 4000) ?? null,
+            charts: document.querySelectorAll('svg.plan-chart').length,
           }))
           .catch(() => null);
         // fake.html is titled "Fake" until VS Code has written the page into it
