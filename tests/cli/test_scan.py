@@ -108,7 +108,7 @@ def test_invalid_workspace_defaults(workspace, capsys):
             {"net.py": "# torchscan: input_shape=(3,), colour='red'\ndef build():\n    pass\n"},
             ["net.py"],
             "net.py:1: error: unknown option 'colour' (known options: input_shape, dtype, device, mode, "
-            "strict, train, train_memory, measure, timeout)",
+            "strict, train, train_memory, measure, timeout, budget, max_increase, compare_with)",
             id="unknown-option",
         ),
         pytest.param(
@@ -512,13 +512,24 @@ def test_strict_incomplete_is_not_a_shape_error(workspace, capsys):
                           "incomplete for dmas (dmas partial): container_work in the root module (aten.relu ×1)")
 
 
-def test_strict_true_passes_when_the_operators_count_everything(workspace, capsys):
-    write(workspace, {"net.py": RELU_NET.format(strict="True")})
+def test_strict_headline_passes_when_the_operators_count_everything(workspace, capsys):
+    write(workspace, {"net.py": RELU_NET.format(strict='"headline"')})
     code, out, err = scan(capsys, "net.py")
     # the relu escaped the module formulas, but the dispatched operators counted it (and the
-    # Linear's 16 MACs): FLOPs and MACs are complete by one method, which is all strict=True asks
+    # Linear's 16 MACs): FLOPs and MACs are complete by one method, which is all "headline" asks
     assert (code, err) == (0, "")
     assert "Operator forward MACs: 16.00 MACs" in out
+
+
+def test_strict_true_is_the_reference_rule(workspace, capsys):
+    files = write(workspace, {"net.py": RELU_NET.format(strict="True")})
+    code, _, err = scan(capsys, "net.py")
+    # the same relu: every method must be complete, and the module FLOPs and DMAs missed it (the
+    # MACs did not: a relu has none)
+    assert code == 1
+    assert err.startswith(f"net.py:{line_of(files['net.py'], 'class Net')}: error: 'Net' (strict): analysis is "
+                          "incomplete for flops (module_flops partial); dmas (dmas partial): container_work in the "
+                          "root module (aten.relu ×1)")
 
 
 def test_a_wrong_return_value_says_what_was_returned(workspace, capsys):

@@ -87,10 +87,12 @@ class Expected:
     class_line: int = line_of(MODEL, "class Net")
     module_line: int = line_of(MODEL, "self.conv = nn.Conv2d")
     call_line: int = line_of(MODEL, "return self.conv(x)")
+    built_line: int = line_of(MODEL, "return Net()")  # the factory's line that built the model
     broken_line: int = line_of(BROKEN, "def broken")
     totals: str = f"{PARAMETERS} params · {si(MACS, 'MACs')} · {si(FLOPS, 'FLOPs')}"
     module: str = f"{PARAMETERS} params · {si(FLOPS, 'FLOPs')}"
-    # the model's one Net instance holds only the convolution: its class line says the same
+    # the model's one Net instance holds only the convolution: its class line says the same, and
+    # so does the line that built it
     instances: str = f"{PARAMETERS} params · {si(FLOPS, 'FLOPs')}"
     shape: str = "→ (" + ", ".join(str(d) for d in OUTPUT_SHAPE) + ")"
 

@@ -4,7 +4,8 @@
 --
 --   nvim --headless --clean -l nvim_gallery.lua PLUGIN_DIR PYTHON SPEC_JSON OUT_JSON
 --
--- SPEC_JSON: [{"path": absolute file, "name": workspace-relative name, "targets": [0-based lines]}].
+-- SPEC_JSON: [{"path": absolute file, "name": workspace-relative name, "targets": [0-based lines],
+--              "hovers": [0-based lines whose hover to collect]}].
 local plugin_dir, python, spec_path, out = unpack(_G.arg)
 local TIMEOUT = 300000
 
@@ -66,10 +67,21 @@ for _, file in ipairs(spec) do
     end
     table.insert(hints, { line = item.inlay_hint.position.line, label = label })
   end
+  local hovers = {}
+  local client = vim.lsp.get_clients({ name = "torchscan", bufnr = bufnr })[1]
+  for _, line in ipairs(file.hovers or {}) do
+    local reply = client and client:request_sync("textDocument/hover", {
+      textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+      position = { line = line, character = 0 },
+    }, 10000, bufnr)
+    hovers[tostring(line)] = reply and reply.result and reply.result.contents.value or ""
+  end
   local diagnostics = vim.tbl_map(function(d)
     return { line = d.lnum, severity = d.severity, message = d.message }
   end, vim.diagnostic.get(bufnr))
-  result.files[file.name] = { hints = hints, diagnostics = diagnostics, status = torchscan.status(bufnr) }
+  result.files[file.name] = {
+    hints = hints, hovers = hovers, diagnostics = diagnostics, status = torchscan.status(bufnr),
+  }
 end
 
 vim.fn.writefile({ vim.json.encode(result) }, out)

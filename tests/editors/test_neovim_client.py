@@ -49,6 +49,7 @@ def test_inlay_hints_as_neovim_received_them(session, expected):
         expected.class_line: expected.instances,
         expected.module_line: expected.module,
         expected.call_line: expected.shape,
+        expected.built_line: expected.instances,
     }
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from editor_workspace import REPO, find_nvim
-from gallery.checks import FILES, Shown, check_files, check_mixer, check_target, target_line, texts
+from gallery.checks import (FILES, Shown, check_files, check_hovers, check_lines, check_mixer, check_target,
+                            hover_lines, target_line, texts)
 from gallery.expected import GALLERY, MIXER
 
 pytest.importorskip("transformers", reason="the gallery's transformer models need the examples extra")
@@ -27,8 +28,10 @@ def shown(tmp_path_factory, client_env) -> Shown:
     (root / "pyproject.toml").write_text('[project]\nname = "gallery"\n')
     shutil.copytree(REPO / "examples", root / "examples")
     sources = texts()
+    hovers = hover_lines()
     spec = [{"path": str(root / name), "name": name,
-             "targets": [target_line(sources[name], e.target) - 1 for e in [*GALLERY, MIXER] if e.file == name]}
+             "targets": [target_line(sources[name], e.target) - 1 for e in [*GALLERY, MIXER] if e.file == name],
+             "hovers": [line - 1 for line in hovers.get(name, [])]}
             for name in FILES]
     (root / "spec.json").write_text(json.dumps(spec))
     out = root / "nvim.json"
@@ -44,6 +47,7 @@ def shown(tmp_path_factory, client_env) -> Shown:
         for hint in file["hints"]:
             found.add_hint(name, hint["line"] + 1, hint["label"])
         found.diagnostics += [(name, d["line"] + 1, SEVERITIES[d["severity"]], d["message"]) for d in file["diagnostics"]]
+        found.hovers.update({(name, int(line) + 1): text for line, text in (file.get("hovers") or {}).items()})
     return found
 
 
@@ -66,3 +70,12 @@ def test_the_operator_without_a_formula_in_neovim(shown, totals):
 
 def test_no_noise_across_the_gallery_in_neovim(shown):
     check_files(shown)
+
+
+def test_lines_written_like_public_repositories_in_neovim(shown):
+    check_lines(shown)
+
+
+def test_hovers_of_lines_written_like_public_repositories_in_neovim(shown):
+    check_hovers(shown)
+

@@ -198,9 +198,11 @@ def _environment(home: Path, cache: Path, bare: Path, node: Path) -> dict[str, s
     return env
 
 
-def run_session(tmp: Path, workspace: Path, driver_config: dict) -> dict:
-    """Starts code-server on ``workspace`` with the packaged extension, runs the driver with
-    ``driver_config`` (completed here with the session's paths), stops everything, and returns
+def run_session(tmp: Path, workspace: Path, driver_config: dict, *, driver: Path = DRIVER,
+                settings: dict | None = None) -> dict:
+    """Starts code-server on ``workspace`` with the packaged extension, runs ``driver`` with
+    ``driver_config`` (completed here with the session's paths) under the User settings
+    :data:`USER_SETTINGS` updated with ``settings``, stops everything, and returns
     ``{"results": ..., "outlived": [...], "log": extension log text, "seconds": ...}``."""
     node, code_server, chromium = tools()
     vsix = packaged_vsix()
@@ -208,7 +210,7 @@ def run_session(tmp: Path, workspace: Path, driver_config: dict) -> dict:
     data, extensions, home, cache, profile = (tmp / name for name in ("data", "extensions", "home", "cache", "profile"))
     for folder in (data / "User", data / "Machine", extensions, home, cache):
         folder.mkdir(parents=True)
-    (data / "User" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=1))
+    (data / "User" / "settings.json").write_text(json.dumps({**USER_SETTINGS, **(settings or {})}, indent=1))
     (tmp / "config.yaml").write_text("bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n")
     bare = tmp / "bare-python"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
@@ -231,9 +233,9 @@ def run_session(tmp: Path, workspace: Path, driver_config: dict) -> dict:
                   "results": str(tmp / "results.json"), "chromePidFile": str(tmp / "chromium.pid"),
                   "machineSettings": str(data / "Machine" / "settings.json")}
         (tmp / "driver.json").write_text(json.dumps(config, indent=1))
-        driver = processes.start([str(node), str(DRIVER), str(tmp / "driver.json")], "driver.log")
+        running = processes.start([str(node), str(driver), str(tmp / "driver.json")], "driver.log")
         try:
-            driver.wait(timeout=DRIVER_TIMEOUT_S)
+            running.wait(timeout=DRIVER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             pass   # the steps done so far are in results.json; stop() ends the rest
         chromium_pid = (tmp / "chromium.pid").read_text().strip() if (tmp / "chromium.pid").exists() else ""

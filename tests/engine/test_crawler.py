@@ -10,7 +10,7 @@ from torch.nn.modules import module as module_globals
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp import IncompleteAnalysisError, crawl_module
-from torchscan_lsp.engine import module_metrics
+from torchscan_lsp.engine.recording import module_metrics
 from torchscan_lsp.engine.recording.module_metrics import ordered_inputs
 from torchscan_lsp.version import package_version
 
@@ -226,12 +226,22 @@ def test_module_diagnostics_come_before_operator_diagnostics(monkeypatch):
     assert report["totals"]["operator_flops"]["known_value"] == 14080  # convolution 13824 + addmm 256
 
 
-def test_strict_true_passes_when_one_method_counts_everything():
+def test_strict_headline_passes_when_one_method_counts_everything():
     # Unsup (x * 2) has no module formula, but the dispatcher counts its aten.mul: one method is
-    # complete for FLOPs and for MACs, so strict=True (FLOPs, MACs, parameters) is satisfied.
-    report = crawl_module(partial_model(), (3, 8, 8), strict=True)
+    # complete for FLOPs and for MACs, so strict="headline" (FLOPs, MACs, parameters) is satisfied.
+    report = crawl_module(partial_model(), (3, 8, 8), strict="headline")
     assert report["totals"]["module_flops"]["status"] == "partial"
     assert report["totals"]["operator_flops"]["status"] == "complete"
+
+
+def test_strict_true_raises_on_the_module_formulas_that_miss_work():
+    # the reference's rule: Unsup has no module formula, so module FLOPs, MACs and DMAs are partial
+    # (the operators counting its aten.mul do not make them complete), and the receptive field
+    # stops at Unsup, one call ('3.1')
+    with pytest.raises(IncompleteAnalysisError) as info:
+        crawl_module(partial_model(), (3, 8, 8), strict=True)
+    assert str(info.value) == ("Analysis is incomplete for: flops (module_flops partial); macs (macs partial); "
+                               "dmas (dmas partial); receptive_field (incomplete in 1 call(s)).")
 
 
 def test_strict_mode_raises_with_the_report():
@@ -241,9 +251,9 @@ def test_strict_mode_raises_with_the_report():
     report = info.value.report
     assert report["layers"] and report["diagnostics"]
     # the DMAs have one method (module formulas), partial at Unsup; the receptive field stops at
-    # Unsup, one call ('3.1'); FLOPs and MACs are complete through the operators
+    # Unsup, one call ('3.1'); FLOPs and MACs are complete through the operators (the headline rule)
     assert str(info.value) == (
-        "Analysis is incomplete for: dmas (dmas partial); receptive_field (not followed through 1 call(s))."
+        "Analysis is incomplete for: dmas (dmas partial); receptive_field (incomplete in 1 call(s))."
     )
 
 
@@ -494,9 +504,12 @@ def test_a_call_without_output_tensor_is_unavailable():
     ]
     assert report["diagnostics"][0]["message"] == "The module call did not expose both an input and output tensor."
     assert report["totals"]["module_flops"]["status"] == "unavailable"
-    # no operator ran: the dispatcher's complete 0 FLOPs makes strict=True pass; the DMAs have the
-    # module formulas only, and those could not run
-    assert crawl_module(NoTensorOut(), (2,), strict=True)["totals"]["operator_flops"]["value"] == 0
+    # no operator ran: the dispatcher's complete 0 FLOPs makes strict="headline" pass; the DMAs have
+    # the module formulas only, and those could not run; strict=True wants the module formulas too
+    assert crawl_module(NoTensorOut(), (2,), strict="headline")["totals"]["operator_flops"]["value"] == 0
+    with pytest.raises(IncompleteAnalysisError, match=r"for: flops \(module_flops unavailable\); macs \(macs "
+                       r"unavailable\); dmas \(dmas unavailable\)\.$"):
+        crawl_module(NoTensorOut(), (2,), strict=True)
     with pytest.raises(IncompleteAnalysisError, match=r"Analysis is incomplete for: dmas \(dmas unavailable\)\."):
         crawl_module(NoTensorOut(), (2,), strict=["dmas"])
 

@@ -4,7 +4,8 @@ counter gets its own copy, and a formula registered later (or a changed default)
 import torch
 from torch.utils import flop_counter as fc
 
-from torchscan_lsp.engine import operator_formulas, operator_table
+from torchscan_lsp.engine import operator_formulas
+from torchscan_lsp.engine.recording import operator_table
 from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
 from torchscan_lsp.engine.recording.operators import measure_flops
 

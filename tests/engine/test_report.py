@@ -28,6 +28,7 @@ def test_schema_version_and_vocabulary():
     assert set(SCOPES) == {"module_call", "forward", "model", "workload"}
     assert set(METHODS) == {
         "pytorch_hook",
+        "forward_frame",
         "torchscan_module_formula",
         "pytorch",
         "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas",

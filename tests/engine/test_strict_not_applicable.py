@@ -1,9 +1,11 @@
 """Strict mode fails only on real incompleteness (docs/report-schema.md, strict mode).
 
 A spatial receptive field does not apply to attention (token dependencies describe it): that is a
-``metric_not_applicable`` diagnostic, not a missing number. Strict passes on plain ViT, GPT-2 and
-BERT models whose counts are complete, accepts work only one method counted (a count is complete
-when one of its methods is), and still raises where both methods miss work.
+``metric_not_applicable`` diagnostic, not a missing number. ``strict=True`` (the reference's rule:
+every count by every method) passes on plain ViT, GPT-2 and BERT models whose counts are complete
+and raises where a module formula misses work that the operators counted; ``strict="headline"``
+accepts that work (a count is complete when one of its methods is), and still raises where both
+methods miss work.
 """
 
 from __future__ import annotations
@@ -101,12 +103,34 @@ def test_strict_passes_on_complete_attention_models(name):
     assert layer["token_dependencies"]["dependencies"][0]["relation"] == ("causal" if name == "gpt2" else "all_tokens")
 
 
-def test_strict_true_accepts_work_only_the_operators_counted():
+def test_strict_headline_accepts_work_only_the_operators_counted():
     # the position add escaped the module formulas, but the dispatcher counted it: FLOPs and MACs
-    # are complete by one method, so strict=True (FLOPs, MACs, parameters) passes
-    report = crawl_module(ViT(position=True), args=(torch.rand(1, 3, 16, 16),), strict=True)
+    # are complete by one method, so strict="headline" (FLOPs, MACs, parameters) passes
+    report = crawl_module(ViT(position=True), args=(torch.rand(1, 3, 16, 16),), strict="headline")
     assert report["totals"]["module_flops"]["status"] == "partial"
     assert report["totals"]["operator_flops"]["status"] == "complete"
+
+
+def test_strict_true_refuses_work_only_the_operators_counted():
+    # the reference's rule: the add (an element-wise op, no MACs) leaves module FLOPs and DMAs
+    # partial; MACs stay complete (no matrix work escaped), the receptive field does not apply
+    with pytest.raises(IncompleteAnalysisError) as info:
+        crawl_module(ViT(position=True), args=(torch.rand(1, 3, 16, 16),), strict=True)
+    assert str(info.value) == "Analysis is incomplete for: flops (module_flops partial); dmas (dmas partial)."
+
+
+def test_strict_true_raises_on_a_module_only_the_operators_count():
+    # the issue's case: no module formula covers a forward of torch.cumsum, which the operator
+    # formulas count (an inclusive scan of 4 elements: 3 additions)
+    class Scan(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, -1)
+
+    assert crawl_module(Scan(), (4,), strict="headline")["totals"]["operator_flops"]["value"] == 4 - 1
+    with pytest.raises(IncompleteAnalysisError) as info:
+        crawl_module(Scan(), (4,), strict=True)
+    assert str(info.value) == ("Analysis is incomplete for: flops (module_flops partial); macs (macs partial); "
+                               "dmas (dmas partial); receptive_field (incomplete in 1 call(s)).")
 
 
 def test_strict_dmas_raises_on_the_partial_dmas():
@@ -123,6 +147,6 @@ def test_strict_still_raises_when_both_methods_miss_work():
             return torch.special.bessel_j0(x)
 
     with pytest.raises(IncompleteAnalysisError) as info:
-        crawl_module(nn.Sequential(_encoder(32, 4, 64, 1), Odd()), args=(torch.rand(1, 4, 32),), strict=True)
+        crawl_module(nn.Sequential(_encoder(32, 4, 64, 1), Odd()), args=(torch.rand(1, 4, 32),), strict="headline")
     assert str(info.value) == ("Analysis is incomplete for: flops (module_flops partial, operator_flops partial); "
                                "macs (macs partial, operator_macs partial).")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gallery.expected import GALLERY, MIXER, MIXER_UNCOUNTED, Expected
+from gallery.expected import BUILT, GALLERY, HOVERS, LINES, MIXER, MIXER_UNCOUNTED, Expected
 from workspace_files import line_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,10 +31,12 @@ class Shown:
         hints: inlay-hint labels by (workspace-relative file, 1-based line).
         diagnostics: ``(file, 1-based line, severity, message)``, severity ``error``, ``warning``
             or ``info``.
+        hovers: the hover markdown of the lines :func:`hover_lines` names, where the front end has hovers.
     """
 
     hints: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     diagnostics: list[tuple[str, int, str, str]] = field(default_factory=list)
+    hovers: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def add_hint(self, file: str, line: int, label: str) -> None:
         self.hints.setdefault((file, line), []).append(label)
@@ -122,3 +124,46 @@ def check_files(shown: Shown) -> None:
         assert {line for line, _ in shown.of(file, "info")} <= targets, (file, shown.of(file, "info"))
         bounded = {line for (f, line), labels in shown.hints.items() if f == file and any(LOWER_BOUND in x for x in labels)}
         assert bounded <= (mixer if file == MIXER.file else set()), (file, sorted(bounded))
+
+
+def check_lines(shown: Shown) -> None:
+    """The hand-derived hints of lines written like public repositories' code (``LINES``): the names
+    a line assigned, the results of plain-function calls, the first run of a loop's line and how
+    its shapes varied, the work of a module called through ``.forward``; the model's building line
+    (``BUILT``) with the target's parameters and FLOPs; a ModuleList comprehension's hint on its
+    element's line, none on its bracket's."""
+    sources = texts()
+    for expected in LINES:
+        labels = shown.hints.get((expected.file, line_of(sources[expected.file], expected.needle)), [])
+        if expected.prefix:
+            assert any(label.startswith(expected.label) for label in labels), (expected.needle, labels)
+        else:
+            assert expected.label in labels, (expected.needle, labels)
+    for file, target, needle in BUILT:
+        (totals,) = shown.hints[(file, target_line(sources[file], target))]
+        params, _, flops = totals.split(" · ")
+        assert shown.hints.get((file, line_of(sources[file], needle))) == [f"{params} · {flops}"], needle
+    text = sources["examples/whisper.py"]
+    bracket = line_of(text, "ResidualAttentionBlock(n_state, n_head, cross_attention=True)") - 1
+    assert text.splitlines()[bracket - 1].strip() == "[" and (("examples/whisper.py", bracket) not in shown.hints)
+
+
+def hover_lines() -> dict[str, list[int]]:
+    """The 1-based lines whose hovers :func:`check_hovers` reads, by file."""
+    sources = texts()
+    found: dict[str, list[int]] = {}
+    for file, needle, _, _ in HOVERS:
+        found.setdefault(file, []).append(line_of(sources[file], needle))
+    return found
+
+
+def check_hovers(shown: Shown) -> None:
+    """The hovers of ``HOVERS``: what each must say and must not."""
+    sources = texts()
+    for file, needle, says, never in HOVERS:
+        text = shown.hovers.get((file, line_of(sources[file], needle)), "")
+        for part in says:
+            assert part in text, (needle, part, text)
+        for part in never:
+            assert part not in text, (needle, part, text)
+

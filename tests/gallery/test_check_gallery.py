@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gallery.checks import REPO, Shown, check_files, check_mixer, check_target, parse_check
+from gallery.checks import REPO, Shown, check_files, check_lines, check_mixer, check_target, parse_check
 from gallery.expected import GALLERY
 
 pytest.importorskip("transformers", reason="the gallery's transformer models need the examples extra")
@@ -43,3 +43,8 @@ def test_the_operator_without_a_formula_is_one_warning_with_the_known_bound(show
 
 def test_no_noise_across_the_gallery(shown):
     check_files(shown)
+
+
+def test_lines_written_like_public_repositories(shown):
+    check_lines(shown)
+

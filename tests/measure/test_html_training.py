@@ -38,6 +38,7 @@ def test_a_training_page(report, tmp_path):
     for category, share in (("parameters", "29.4%"), ("temporaries", "29.4%"), ("inputs", "23.5%"), ("activations", "17.6%")):
         row = section[section.index(f"<code>{category}</code>"):]
         assert row[:row.index("</tr>")].count(share) == 1, category
+    assert "<p>Trainable parameters: 10 of 10</p>" in section  # Linear(4, 2): 4 * 2 + 2, none frozen
     assert "136 B" in section and "backward" in section  # the peak and its phase
     assert "not requested" in section  # the measured method did not run
     assert "training_memory_over_budget" in section

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from torchscan_lsp.engine import timing as timing_module
+from torchscan_lsp.engine.measuring import timing as timing_module
 from torchscan_lsp.engine.measuring.layer_latency import LAYER_MIN_BLOCKS, measure_layer_latency
 from torchscan_lsp.engine.measuring.layer_latency_report import SUM_TOLERANCE, UNSTABLE_SPREAD, build_report
 from torchscan_lsp.engine.measuring.timing import time_blocks

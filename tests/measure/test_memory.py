@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from torchscan_lsp.engine import memory as memory_module
+from torchscan_lsp.engine.measuring import memory as memory_module
 from torchscan_lsp.engine.measuring.memory import measure_peak_memory
 from torchscan_lsp.version import package_version
 

@@ -2,7 +2,10 @@
 docs/server.md "Results kept between sessions"): two servers, one after the other, on one
 workspace and one cache folder, the way a person closes and reopens the editor."""
 
+import json
+import os
 import sys
+from pathlib import Path
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
@@ -50,3 +53,22 @@ async def test_a_reopened_editor_shows_unchanged_results_without_running_them(tm
 
     states, _ = await _session(root, {"cacheResults": False}, path)   # the setting off: always run
     assert "running" in states
+
+
+async def test_a_kept_file_that_is_not_a_result_is_dropped_and_the_target_runs_again(tmp_path):
+    root = lsp.make_workspace(tmp_path)
+    path = root / "conv.py"
+    target = lsp.line_of(path, "def build_conv")
+    expected = ["224 params · 194 kMACs · 389 kFLOPs"]   # as in the test above
+    results = Path(os.environ["XDG_CACHE_HOME"]) / "torchscan-lsp" / "results"
+    before = set(results.glob("*.json")) if results.is_dir() else set()
+    await _session(root, {}, path)
+    (kept,) = set(results.glob("*.json")) - before
+    # valid JSON that no analysis wrote (issue 20): its hints would read "? params · ? MACs · ? FLOPs"
+    kept.write_text('{"variants": [{"result": {"ok": true}, "imported": {}}]}', encoding="utf-8")
+
+    states, labels = await _session(root, {}, path)
+    assert "running" in states and labels[target] == expected        # not taken: the target ran
+    assert json.loads(kept.read_text(encoding="utf-8"))["variants"][0]["result"]["report"]["totals"]  # rewritten
+    states, labels = await _session(root, {}, path)
+    assert "running" not in states and labels[target] == expected    # and kept again

@@ -57,7 +57,7 @@ async def test_capabilities_push_diagnostics_for_neovim(client):
     assert capabilities.inlay_hint_provider and capabilities.hover_provider and capabilities.code_lens_provider
     assert set(capabilities.execute_command_provider.commands) == {
         "torchscan.reanalyze", "torchscan.showReport", "torchscan.measureLatency", "torchscan.measureMemory",
-        "torchscan.measureTraining", "torchscan.planTraining"}
+        "torchscan.measureTraining", "torchscan.planTraining", "torchscan.compareReport"}
 
 
 async def test_conv_hints_hover_lenses(client):
@@ -69,8 +69,9 @@ async def test_conv_hints_hover_lenses(client):
     by_line = labels_by_line(await hints(client, uri))
     target = line_of(path, "def build_conv")
     assert by_line[target] == ["224 params · 194 kMACs · 389 kFLOPs"]
-    # the root module's cost stands once, on the target line, not again where the factory built it
-    assert line_of(path, "return nn.Conv2d") not in by_line
+    # the line that built the model has its parameters and FLOPs too (the totals, with the MACs, are
+    # on the target line)
+    assert by_line[line_of(path, "return nn.Conv2d")] == ["224 params · 389 kFLOPs"]
 
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=target - 1, character=4)))
@@ -236,9 +237,10 @@ async def test_hints_and_hovers_follow_unsaved_and_unparsable_edits(client):
     uri = await analysed(client, client.status, path)
     # Linear(10, 20) on (1, 10): 10·20 + 20 = 220 parameters; FLOPs 20·(2·10 − 1) + 20 = 400;
     # MACs 10·20 = 200; output (1, 20). The one Head instance (the root) holds all of it, so its
-    # class line says the same as the fc line.
+    # class line and the factory's line that built it say the same as the fc line.
     def expected(text: str, mark: str = "") -> dict[int, list[str]]:
         return {_line_in(text, "def build_head"): ["220 params · 200 MACs · 400 FLOPs" + mark],
+                _line_in(text, "return Head()"): ["220 params · 400 FLOPs" + mark],
                 _line_in(text, "class Head"): ["220 params · 400 FLOPs" + mark],
                 _line_in(text, "self.fc ="): ["220 params · 400 FLOPs" + mark],
                 _line_in(text, "return self.fc(x)"): ["→ (1, 20)" + mark]}
@@ -303,13 +305,13 @@ async def test_hints_in_an_imported_workspace_file(client):
     uri = await analysed(client, client.status, path)
     # Linear(4, 4): 4·4 + 4 = 20 parameters, its addmm 2·4·4 = 32 FLOPs. Two Pair instances:
     # line "self.a =" built 0.a and 1.a → 40 parameters, 64 FLOPs; each Pair holds 40 and 64,
-    # so the factory line built 80 parameters and 128 FLOPs.
+    # so the factory line built 80 parameters and 128 FLOPs: the Sequential, the model itself.
     in_blocks = labels_by_line(await hints(client, blocks_uri))
     assert in_blocks[line_of(blocks, "self.a =")] == ["×2 · 40 params · 64 FLOPs"]
     assert in_blocks[line_of(blocks, "self.b =")] == ["×2 · 40 params · 64 FLOPs"]
     assert in_blocks[line_of(blocks, "return self.b(self.a(x))")] == ["→ (1, 4)"]
     in_factory = labels_by_line(await hints(client, uri))
-    assert in_factory[line_of(path, "return nn.Sequential")] == ["×2 · 80 params · 128 FLOPs"]
+    assert in_factory[line_of(path, "return nn.Sequential")] == ["80 params · 128 FLOPs"]
     assert in_factory[line_of(path, "def build_pairs")] == ["80 params · 64 MACs · 128 FLOPs"]  # MACs 2·2·16
 
 
@@ -407,7 +409,7 @@ async def test_command_on_unknown_file_or_target_is_a_clear_error(client):
             command="torchscan.reanalyze", arguments=[missing]))
     uri = await analysed(client, client.status, client.root / "conv.py")
     for command in ("torchscan.showReport", "torchscan.reanalyze", "torchscan.measureLatency", "torchscan.measureMemory",
-                    "torchscan.measureTraining", "torchscan.planTraining"):
+                    "torchscan.measureTraining", "torchscan.planTraining", "torchscan.compareReport"):
         with pytest.raises(JsonRpcException) as raised:
             await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[uri, "nope"]))
         # the message alone, as invalid parameters: no server traceback in the answer

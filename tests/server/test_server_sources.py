@@ -153,7 +153,7 @@ async def test_each_child_of_a_multi_line_sequential_and_the_attention_line(clie
     hover = await _hover(client, uri, line_of(path, "nn.ReLU()"))
     assert "### ReLU" in hover.contents.value and "Paths: `1`" in hover.contents.value
     hover = await _hover(client, uri, line_of(path, "att = q @ q"))
-    assert "Output: (1, 4, 5, 5), from `aten._unsafe_view`" in hover.contents.value
+    assert "Output: (1, 4, 5, 5), from the value assigned to `att` in its first run" in hover.contents.value
 
 
 async def test_a_head_tied_to_the_embedding_says_it_shares(client):

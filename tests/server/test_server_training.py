@@ -70,7 +70,8 @@ async def test_an_estimate_over_the_budget_is_a_warning_on_the_target(client):
     assert warnings == [(target, BUDGET_WARNING)]
     # the estimate ran by itself (the budget asks for it); the real step only runs when asked
     card = await _hover(client, uri, target)
-    assert "**Training step** (sgd, batch 2, for-loop on cpu)" in card
+    # Linear(4, 2): 4 * 2 + 2 = 10 parameters, all trained
+    assert "**Training step** (sgd, batch 2, for-loop on cpu): trainable 10 of 10 parameters" in card
     assert "| forward | 35 FLOPs | complete |" in card and "| backward | 34 FLOPs | complete |" in card
     assert "| training | 69 FLOPs | complete |" in card
     assert "| parameters | 40 B | — |" in card and "| temporaries | 40 B | — |" in card

@@ -1,7 +1,11 @@
 """Files changed on disk outside the editor re-analyse the targets that imported them."""
 
+import asyncio
+import os
 import sys
+from pathlib import Path
 
+import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
@@ -50,3 +54,56 @@ async def test_dependency_changed_on_disk_is_reanalysed(client):
     # nn.Linear(4, 3): 12 weights + 3 biases
     assert state == "done" and "15 params" in message, message
     assert lsp.labels_by_line(await lsp.hints(client, uri))[line][0].startswith("15 params")
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
+def _inotify_watches(pid: int) -> int:
+    """The folders process ``pid`` watches with inotify (one ``inotify wd:`` line each in the
+    ``fdinfo`` of its inotify descriptors)."""
+    watches = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == "anon_inode:inotify":
+                watches += Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text().count("inotify wd:")
+        except OSError:  # closed meanwhile
+            continue
+    return watches
+
+
+async def _until(condition) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    assert condition()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the server's /proc entries")
+async def test_what_open_documents_import_is_watched_on_a_bounded_number_of_threads(client):
+    root, pid = client.root, client._server.pid
+    imports = "\n".join(f"from pkgs.p{i:02d}.widths import WIDTH as W{i:02d}" for i in range(100))
+    total = " + ".join(f"W{i:02d}" for i in range(100))
+    (root / "pkgs").mkdir()
+    lsp.write(root, "pkgs/__init__.py", "")
+    for i in range(100):
+        (root / "pkgs" / f"p{i:02d}").mkdir()
+        lsp.write(root, f"pkgs/p{i:02d}/__init__.py", "")
+        lsp.write(root, f"pkgs/p{i:02d}/widths.py", "WIDTH = 1\n")
+    path = lsp.write(root, "hundred.py", f"import torch.nn as nn\n\n{imports}\n\n\n"
+                                         f"# torchscan: input_shape=(4,)\ndef build_hundred():\n"
+                                         f"    return nn.Linear(4, {total})\n")
+    uri = await lsp.analysed(client, client.status, path)
+    line = lsp.line_of(path, "def build_hundred")
+    # nn.Linear(4, 100): 400 weights + 100 biases
+    assert lsp.labels_by_line(await lsp.hints(client, uri))[line][0].startswith("500 params")
+    # the root (hundred.py's folder), pkgs and its 100 folders, each one watch of one inotify reader
+    await _until(lambda: _inotify_watches(pid) == 102)
+    assert _threads(pid) < 50, "a thread per watched folder"
+
+    client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    await _until(lambda: _inotify_watches(pid) == 0)              # no open document needs any

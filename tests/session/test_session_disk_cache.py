@@ -2,16 +2,19 @@
 cache on the same folder (a reopened editor) finds what an earlier one stored, and only while
 everything the result depends on is unchanged."""
 
+import copy
+import json
 import os
 
-from torchscan_lsp.session.cache import ResultCache, job_key
+from kept_results import ok_result
+
+from torchscan_lsp.session.cache import FORMAT, ResultCache, cache_folder, job_key
 
 JOB = {"workspace_root": "/ws", "file": "/ws/net.py", "target": "build", "options": {"input_shape": [3]}}
 
 
 def _result(library: str) -> dict:
-    return {"ok": True, "imported_files": ["net.py", "blocks.py"], "report": {"layers": []},
-            "library_stamps": {library: os.stat(library).st_mtime_ns}}
+    return ok_result(["net.py", "blocks.py"], {library: os.stat(library).st_mtime_ns})
 
 
 def test_a_reopened_cache_finds_the_result_until_a_dependency_changes(tmp_path):
@@ -54,11 +57,11 @@ def test_an_import_edited_back_finds_its_result_again(tmp_path):
     hashes = {"net.py": "1", "blocks.py": "a"}
     key = job_key(JOB, "1", "py")
     first = ResultCache(folder=tmp_path)
-    wide = {"ok": True, "imported_files": ["blocks.py"], "width": 64}
+    wide = ok_result(["blocks.py"], width=64)
     first.put(key, wide, hashes.get)
     hashes["blocks.py"] = "b"
     assert first.get(key, hashes.get) is None
-    narrow = {"ok": True, "imported_files": ["blocks.py"], "width": 16}
+    narrow = ok_result(["blocks.py"], width=16)
     first.put(key, narrow, hashes.get)
     hashes["blocks.py"] = "c"
     assert first.get(key, hashes.get) is None
@@ -75,7 +78,7 @@ def test_a_key_keeps_its_most_recent_variants(tmp_path):
     cache = ResultCache(folder=tmp_path, variants=2)
     key = job_key(JOB, "1", "py")
     for width in (1, 2, 3):
-        cache.put(key, {"ok": True, "imported_files": ["blocks.py"], "width": width}, {"blocks.py": str(width)}.get)
+        cache.put(key, ok_result(["blocks.py"], width=width), {"blocks.py": str(width)}.get)
     reopened = ResultCache(folder=tmp_path, variants=2)
     found = [reopened.get(key, {"blocks.py": str(width)}.get) for width in (1, 2, 3)]
     assert [None if r is None else r["width"] for r in found] == [None, 2, 3]
@@ -85,6 +88,71 @@ def test_the_folder_keeps_the_most_recent_files(tmp_path):
     cache = ResultCache(folder=tmp_path, max_files=3)
     keys = [job_key({**JOB, "target": f"t{i}"}, "1", "py") for i in range(5)]
     for i, key in enumerate(keys):
-        cache.put(key, {"ok": True, "imported_files": []}, {}.get)
+        cache.put(key, ok_result([]), {}.get)
         os.utime(tmp_path / f"{key}.json", ns=(i * 10**9, i * 10**9))   # written in this order
     assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(keys[-3:])
+
+
+def _kept_file(folder, key):
+    return folder / f"{key}.json"
+
+
+def test_a_file_that_is_json_but_not_a_result_is_dropped_once_and_rewritten(tmp_path, caplog):
+    key = job_key(JOB, "1", "py")
+    hashes = {"net.py": "1"}
+    # valid JSON in a kept result's place that no analysis wrote (issue 20's file)
+    _kept_file(tmp_path, key).write_text('{"variants": [{"result": {"ok": true}, "imported": {}}]}')
+    cache = ResultCache(folder=tmp_path)
+    assert cache.get(key, hashes.get) is None                         # not taken: the target runs
+    assert cache.get(key, hashes.get) is None
+    dropped = [r.getMessage() for r in caplog.records if "dropped the kept result" in r.getMessage()]
+    assert len(dropped) == 1 and str(_kept_file(tmp_path, key)) in dropped[0], dropped  # said once
+
+    good = ok_result(["net.py"])
+    cache.put(key, good, hashes.get)                                  # the next good result rewrites it
+    assert ResultCache(folder=tmp_path).get(key, hashes.get) == good
+
+
+def test_what_the_contract_does_not_describe_is_dropped(tmp_path, caplog):
+    key = job_key(JOB, "1", "py")
+    hashes = {"net.py": "1"}
+    ResultCache(folder=tmp_path).put(key, ok_result(["net.py"]), hashes.get)
+    kept = json.loads(_kept_file(tmp_path, key).read_text())
+    assert kept["format"] == FORMAT and ResultCache(folder=tmp_path).get(key, hashes.get) is not None
+
+    def spoilt(change) -> str:
+        entry = copy.deepcopy(kept)
+        change(entry)
+        _kept_file(tmp_path, key).write_text(json.dumps(entry))
+        caplog.clear()
+        assert ResultCache(folder=tmp_path).get(key, hashes.get) is None
+        (message,) = [r.getMessage() for r in caplog.records]
+        return message
+
+    report = lambda entry: entry["variants"][0]["result"]["report"]  # noqa: E731
+    assert "report.schema_version: expected 1, got int 2" in spoilt(lambda e: report(e).update(schema_version=2))
+    assert "report.totals.parameters: expected MetricResult" in spoilt(
+        lambda e: report(e)["totals"].update(parameters=12))
+    assert "source_map" in spoilt(lambda e: e["variants"][0]["result"].pop("source_map"))
+    assert "imported" in spoilt(lambda e: e["variants"][0].update(imported={"net.py": 1}))
+    assert f"layout {FORMAT}" in spoilt(lambda e: e.update(format=FORMAT - 1))
+
+
+def test_a_cache_folder_that_cannot_be_made_keeps_results_in_memory_and_says_why(tmp_path, monkeypatch):
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    cache = ResultCache()
+    cache.persist(lambda: cache_folder("results"))
+    # mkdir of <file>/torchscan-lsp/results: ENOTDIR
+    assert cache.problem == ("results are not kept between sessions: the cache folder cannot be created "
+                             f"(Not a directory: '{blocker / 'torchscan-lsp' / 'results'}')")
+    key = job_key(JOB, "1", "py")
+    cache.put(key, ok_result(["net.py"]), {"net.py": "1"}.get)      # memory still serves this session
+    assert cache.get(key, {"net.py": "1"}.get) == ok_result(["net.py"])
+    assert list(tmp_path.iterdir()) == [blocker]
+
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cache.persist(lambda: cache_folder("results"))                   # a usable folder: nothing to say
+    assert cache.problem is None and cache.folder == tmp_path / "home" / ".cache" / "torchscan-lsp" / "results"

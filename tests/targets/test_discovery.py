@@ -6,6 +6,7 @@ from the code under test.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -335,6 +336,12 @@ def test_unknown_option_points_at_its_name():
     assert "did you mean 'input_shape'" in problem.message
 
 
+@pytest.mark.parametrize("value", ['True', '"headline"', '["dmas", "receptive_field"]', 'False'])
+def test_each_strict_value_is_an_option(value):
+    (target,) = find_targets(f"# torchscan: strict={value}\ndef f():\n    pass\n").targets
+    assert target.options == {"strict": ast.literal_eval(value)}
+
+
 @pytest.mark.parametrize(
     ("pragma", "bad", "fragment"),
     [
@@ -348,8 +355,8 @@ def test_unknown_option_points_at_its_name():
         ("dtype=32", "32", "dtype must be"),
         ('device="CUDA 0"', '"CUDA 0"', "device must be"),
         ('mode="fast"', '"fast"', "mode must be \"full\" or \"structure\""),
-        ('strict="yes"', '"yes"', "strict must be True (FLOPs, MACs and parameters), False, or a list of"),
-        ('strict=["flop"]', '["flop"]', '"dmas" and "receptive_field", got [\'flop\']'),
+        ('strict="yes"', '"yes"', 'strict must be True (every count complete by every method), "headline" (FLOPs, '),
+        ('strict=["flop"]', '["flop"]', '"receptive_field" (checked as "headline" checks), got [\'flop\']'),
         ('measure="latency"', '"latency"', "measure must be"),
         ('measure=["speed"]', '["speed"]', "unknown measurement 'speed'"),
         ("timeout=0", "0", "timeout must be a positive number"),

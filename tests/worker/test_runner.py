@@ -97,7 +97,7 @@ def test_conv_factory(tmp_path):
     # the root is called by the engine and runs only PyTorch's code: no line of model code, and
     # Conv2d is no class of the model's own
     assert {k: v for k, v in result["source_map"].items() if k != "modules"} == {
-        "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
+        "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
     assert result["imported_files"] == ["net.py"]
     assert isinstance(result["elapsed_s"], float)
     assert "measurements" not in result
@@ -144,8 +144,9 @@ def test_package_with_relative_imports_over_two_files(tmp_path):
 
     sequential_line = line_of(net, "nn.Sequential(")
     assert modules_of(result) == [
+        # the root: the factory's line that built it, not the one that returned it
         {"path": "", "call_index": 0, "type": "Sequential",
-         "defined_at": loc("models/net.py", line_of(net, "return model")), "called_at": None},
+         "defined_at": loc("models/net.py", sequential_line), "called_at": None},
         # built on the `block = Block()` line, registered into the Sequential on the next one
         {"path": "0", "call_index": 0, "type": "Block",
          "defined_at": loc("models/net.py", line_of(net, "block = Block()")), "called_at": None},

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 from pathlib import Path
 
 from torchscan_lsp.cli.arguments import NO_TARGET, add_paths, add_workspace_arguments
+from torchscan_lsp.cli.check_formats import FORMATS
 from torchscan_lsp.session.settings import HEADLINES
 from torchscan_lsp.session.workspace import SourceFile, find_root, python_files
 
@@ -40,8 +42,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--headline", choices=HEADLINES,
                         help="the counting method the hints show and warn about: the dispatched operators "
                         "(default) or the module formulas (the setting torchscan.headline)")
+    parser.add_argument("--format", choices=FORMATS, default="text", dest="output",
+                        help="text (default): FILE:LINE:COL: SEVERITY: MESSAGE lines; github: workflow commands "
+                        "(::warning file=...,line=...::...) that GitHub Actions shows on the lines; sarif: one "
+                        "SARIF 2.1.0 log for code scanning (hints are left out of both)")
+    parser.add_argument("--compare-with", metavar="REF", type=_baseline,
+                        help="compare every target with the same target at git REF (HEAD, main, origin/main, a "
+                        "commit): the hints carry the deltas, and each target's diff table follows (the setting "
+                        "torchscan.compareWith; without it, only targets with a max_increase are compared)")
     parser.set_defaults(run=run)
     return parser
+
+
+def _baseline(text: str) -> str:
+    """A ``--compare-with`` value, checked as the setting ``torchscan.compareWith`` is."""
+    from torchscan_lsp.session.settings import Settings, merge
+
+    _, problems = merge(Settings(), {"compareWith": text})
+    if problems:
+        raise argparse.ArgumentTypeError(problems[0].replace("setting torchscan.compareWith must be", "must be"))
+    return text
 
 
 def _display(path: Path) -> str:
@@ -53,26 +73,52 @@ def _display(path: Path) -> str:
 
 async def check(files: list[SourceFile], root: Path, *, python: str | None, timeout: float | None, hints: bool,
                 memory_mb: float | None = None, headline: str | None = None,
-                paths: list[Path] | None = None) -> tuple[list[str], int]:
+                paths: list[Path] | None = None, output: str = "text",
+                compare_with: str | None = None) -> tuple[list[str], int]:
     """Analyse ``files`` (:func:`~torchscan_lsp.session.workspace.python_files` of ``paths``) under
-    ``root``; returns the output lines and the number of errors (a file named without targets, or
-    paths without any, is one, as for ``scan``)."""
-    from lsprotocol import types
-
+    ``root``; returns the output lines in the ``output`` format (:mod:`.check_formats`) and the
+    number of failures: errors (a file named without targets, or paths without any, is one, as for
+    ``scan``) and exceeded budgets. With ``compare_with`` every target is compared with that git ref
+    (or ``"save"``...), its hints carry the deltas and the text output ends with each target's diff
+    table; without it only targets with a ``max_increase`` are compared, with the
+    ``[tool.torchscan-lsp]`` ``compare_with`` (default ``HEAD``)."""
+    from torchscan_lsp.cli.check_formats import github_lines, sarif_text, text_lines
+    from torchscan_lsp.cli.check_tables import comparison_tables
     from torchscan_lsp.cli.session import command_session, time_alone
-    from torchscan_lsp.server.diagnostics import build_diagnostics
-    from torchscan_lsp.server.inlay_hints import build_inlay_hints
-    from torchscan_lsp.server.positions import Lines
-    from torchscan_lsp.contract.messages import is_library
 
     session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb,
-                                        headline=headline, auto_plan=False)
+                                        headline=headline, compare_with=compare_with, auto_plan=False)
     documents, unreadable = session.open_files(files, str(root))
     time_alone(session)
+    if compare_with is None and not any(session.target_options(s).get("max_increase")
+                                        for s in session.store.targets.values()):
+        session.settings = dataclasses.replace(session.settings, compareWith="off")  # no baseline to run
     for document in documents:
         session.analyse(document)
     await session.scheduler.wait_idle()
     session.shutdown()
+
+    entries, errors, exceeded = _entries(session, documents, files, root, unreadable, hints)
+    notes = [f"torchscan-lsp: {problem}" for problem in problems]
+    tail = comparison_tables(session, _display, headline=session.settings.headline) if compare_with is not None else []
+    if not session.store.targets and not errors:  # as scan says it: nothing under the paths to analyse
+        tail.append(f"{', '.join(_display(p) for p in paths or [f.path for f in files])}: error: {NO_TARGET}")
+        errors += 1
+    if output == "sarif":
+        return [sarif_text(entries, root)], errors + exceeded
+    return notes + (github_lines if output == "github" else text_lines)(entries) + tail, errors + exceeded
+
+
+def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> tuple[list, int, int]:
+    """The output entries of every reported file, the number of errors and of exceeded budgets."""
+    from lsprotocol import types
+
+    from torchscan_lsp.cli.check_formats import Entry
+    from torchscan_lsp.contract.messages import is_library
+    from torchscan_lsp.server.diagnostics import build_diagnostics
+    from torchscan_lsp.server.inlay_hints import build_inlay_hints
+    from torchscan_lsp.server.positions import Lines
+    from torchscan_lsp.session.budgets import OVER_BUDGET_CODES
 
     reported = {d.rel: d for d in documents}
     for state in list(session.store.targets.values()):
@@ -84,39 +130,46 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
 
     severity = {types.DiagnosticSeverity.Error: "error", types.DiagnosticSeverity.Warning: "warning",
                 types.DiagnosticSeverity.Information: "info", types.DiagnosticSeverity.Hint: "hint"}
-    out: list[str] = [f"torchscan-lsp: {problem}" for problem in problems]
-    out += [f"{_display(path)}:1:1: error: {problem}" for path, problem in unreadable]
-    errors = len(unreadable)
+    entries = [Entry(_display(path), _rel(path, root), 1, 1, "error", problem, "unreadable")
+               for path, problem in unreadable]
+    errors, exceeded = len(unreadable), 0
     broken = session.config_error(str(root))  # said once, at its lines, not again on every target
     for problem in getattr(broken, "problems", None) or ([broken] if broken is not None else []):
-        out.append(f"{_display(root / 'pyproject.toml')}:{problem.line or 1}:1: error: {problem.message}; "
-                   "the workspace defaults are not applied")
+        entries.append(Entry(_display(root / "pyproject.toml"), "pyproject.toml", problem.line or 1, 1, "error",
+                             f"{problem.message}; the workspace defaults are not applied", "workspace-config"))
         errors += 1
     explicit = {str(f.path) for f in files if f.explicit}
+    settings = session.settings
     for rel, document in reported.items():
         lines = Lines(document.text, len)
         states = session.store.states_for_file(document.root, rel)
-        entries = []
+        found = []
         if document.path in explicit and not session.store.states_in(document.root, rel) \
                 and not any(str(getattr(p, "severity", "error")) == "error" for p in document.problems):
-            entries.append((0, 0, "error", NO_TARGET))  # a file named without targets, as for scan
+            found.append((0, 0, "error", NO_TARGET, "no-target"))  # a file named without targets, as for scan
             errors += 1
-        settings = session.settings
         for d in build_diagnostics(rel, lines, document.problems, states, None, path=document.path,
-                                   headline=settings.headline, receptive_field_notes=settings.receptiveFieldNotes):
+                                   headline=settings.headline, receptive_field_notes=settings.receptiveFieldNotes,
+                                   options=session.target_options):
             errors += d.severity == types.DiagnosticSeverity.Error
-            entries.append((d.range.start.line, d.range.start.character, severity[d.severity], d.message))
+            exceeded += d.code in OVER_BUDGET_CODES
+            found.append((d.range.start.line, d.range.start.character, severity[d.severity],
+                          _relocate(d.message, root), str(d.code)))
         if hints:
             for h in build_inlay_hints(rel, lines, states, settings.inlayHints, path=document.path,
                                        headline=settings.headline):
-                entries.append((h.position.line, h.position.character, "hint", h.label))
+                found.append((h.position.line, h.position.character, "hint", h.label, "hint"))
         name = _display(Path(document.path))
-        out += [f"{name}:{line + 1}:{col + 1}: {sev}: {_relocate(message, root)}"
-                for line, col, sev, message in sorted(entries, key=lambda entry: entry[:3])]  # ties: as built
-    if not session.store.targets and not errors:  # as scan says it: nothing under the paths to analyse
-        out.append(f"{', '.join(_display(p) for p in paths or [f.path for f in files])}: error: {NO_TARGET}")
-        errors += 1
-    return out, errors
+        entries += [Entry(name, rel, line + 1, col + 1, sev, message, code)
+                    for line, col, sev, message, code in sorted(found, key=lambda entry: entry[:3])]  # ties: as built
+    return entries, errors, exceeded
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
 
 
 def _relocate(message: str, root: Path) -> str:
@@ -129,13 +182,14 @@ _RAISED_AT = re.compile(r"\((raised|returned) at (.+?):(\d+)\)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``check``; returns 1 if any error was reported, else 0 (argparse exits with 2 for a
-    usage error)."""
+    """Run ``check``; returns 1 if any error was reported or a budget exceeded, else 0 (argparse
+    exits with 2 for a usage error)."""
     paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     lines, errors = asyncio.run(check(python_files(paths), root, python=args.python, timeout=args.timeout,
-                                      hints=not args.no_hints, memory_mb=args.memory_limit_mb,
-                                      headline=args.headline, paths=paths))
+                                      hints=not args.no_hints and args.output == "text",
+                                      memory_mb=args.memory_limit_mb, headline=args.headline, paths=paths,
+                                      output=args.output, compare_with=args.compare_with))
     for line in lines:
         print(line)
     return 1 if errors else 0

@@ -151,7 +151,7 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     paths = list(args.paths)
     root = Path(args.root).resolve() if args.root else find_root(paths)
     session, problems = command_session(str(root), python=args.python, timeout=args.timeout,
-                                        memory_mb=args.memory_limit_mb)
+                                        memory_mb=args.memory_limit_mb, compare_with="off")  # (check compares)
     config_error = session.config_error(str(root))
     if config_error is not None:
         for problem in config_error.problems:
@@ -176,7 +176,7 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
 
     measure = _measurements(args)
     time_alone(session, measure)
-    session.plan_every = args.plan
+    session.plans.every = args.plan
     by_path = {d.path: d for d in documents}
     for state in states:
         session.analyse(by_path[str(Path(state.key.root, state.key.file))], [state.key.name], measure=measure)

@@ -194,7 +194,7 @@ def training_lines(report: dict[str, Any]) -> list[str]:
     """A training report as text: the FLOPs by phase, the memory at the peak by category from both
     methods side by side, the peaks and the notes (:func:`~torchscan_lsp.session.training.training_summary`)."""
     summary = training_summary(report)
-    lines = [f"Training step ({summary.setup})"]
+    lines = [f"Training step ({summary.setup})" + (f": {summary.trainable}" if summary.trainable else "")]
     if summary.flops:
         lines.append("  FLOPs: " + ", ".join(f"{phase} {text}" for phase, text, _ in summary.flops))
     if summary.categories:

@@ -5,6 +5,8 @@
 * :mod:`.report`: the analysis report's types, diagnostics, ``IncompleteAnalysisError`` and the
   totals of a module's subtree;
 * :mod:`.messages`: jobs, results, failures, source maps and the warm parent's messages;
+* :mod:`.compare`: ``compare_reports``, two analysis reports' differences after compatibility checks;
+* :mod:`.budget`: cost budgets (``budget={...}``, ``max_increase={...}``) and their amounts as text;
 * :mod:`.format`: numbers, bytes, durations, shapes and the ``≥``/``?`` rule as text;
 * :mod:`.training`: a training step's ``train={...}`` options and byte sizes (``"24 GiB"``).
 """

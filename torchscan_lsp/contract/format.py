@@ -36,6 +36,7 @@ __all__ = [
     "duration",
     "metric_text",
     "change",
+    "relative_change",
     "shape_text",
     "ROOT_MODULE",
     "layer_name",
@@ -182,6 +183,23 @@ def change(value: float, unit: str = "", *, full: bool = True) -> str:
     if value == 0:
         return _value_text(0, unit, full)
     return ("+" if value > 0 else "−") + _value_text(abs(value), unit, full)
+
+
+def relative_change(before: float, after: float) -> str:
+    """The change from ``before`` to ``after`` as a share of ``before``: ``(388800, 583200)`` →
+    ``"+50 %"``, ``(1000, 1004)`` → ``"+0.4 %"``, ``(1000, 1000.2)`` → ``"+<0.1 %"`` (a change is never
+    printed as none), ``(100, 0)`` → ``"−100 %"``; ``""`` when nothing changed. Three significant
+    digits at most, as every count here; ``before`` must not be 0 (a change from nothing is no share:
+    print it with :func:`change`)."""
+    if after == before:
+        return ""
+    share = 100.0 * (after - before) / before
+    sign = "+" if share > 0 else "−"
+    size = abs(share)
+    if size < 0.05:
+        return f"{sign}<0.1 %"
+    text = f"{size:.0f}" if size >= 9.95 else f"{size:.1f}"
+    return f"{sign}{text} %"
 
 
 def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, limit: int | None = None) -> str:

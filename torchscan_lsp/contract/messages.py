@@ -26,6 +26,8 @@ __all__ = [
     "ModuleSite",
     "OperatorSite",
     "LineOutput",
+    "ShapeRange",
+    "AssignedName",
     "ClassSite",
     "UncalledSite",
     "SourceMap",
@@ -81,6 +83,7 @@ class RenderJob(TypedDict):
     target: None
     report: AnalysisReport | dict[str, Any]
     measurements: dict[str, Any]
+    title: str | None
 
 
 class ErrorInfo(TypedDict):
@@ -125,7 +128,9 @@ class ModuleSite(TypedDict):
 class OperatorSite(TypedDict):
     """Operators one line dispatched while one layer record was the innermost: ``flops`` is the
     engine's count (``None`` for an operator without a formula), ``ignored`` the reason one needs
-    none, ``layer`` the innermost record's index (``None`` outside every call)."""
+    none, ``layer`` the innermost record's index (``None`` outside every call). In the source map's
+    ``under``, the operators that ran under a plain function the line called (a helper, a method):
+    the line's frame was on the stack between the operator and the module call's ``forward``."""
 
     file: str
     line: int
@@ -136,18 +141,42 @@ class OperatorSite(TypedDict):
     layer: int | None
 
 
-class LineOutput(TypedDict):
-    """What one line computed in its first execution, while record ``layer``'s ``forward`` ran the
-    line: ``output``, the value metadata of the last thing it did, an operator it dispatched
-    (``operator``, ``call`` None) or a module call it made (``call``, the module's path, and its
-    record's output; ``operator`` None), whichever came last: the line's result."""
+class ShapeRange(TypedDict):
+    """How the shapes of a line's runs (or of a name it assigned) varied: ``distinct`` shapes, and
+    for tensors of one rank the smallest and largest size of each dimension (else None)."""
+
+    distinct: int
+    min: list[int] | None
+    max: list[int] | None
+
+
+class AssignedName(TypedDict):
+    """A name a line assigned (``xq`` of ``xq, xk = apply_rotary_emb(...)``): its value's metadata
+    after the line's first run, and ``range`` (None when every run gave one shape)."""
+
+    name: str
+    output: dict[str, Any]
+    range: ShapeRange | None
+
+
+class LineOutput(TypedDict, total=False):
+    """What one line computed in its first run, while record ``layer``'s ``forward`` ran the line:
+    ``output``, the value metadata of the last thing it did, an operator it dispatched (``operator``,
+    ``call`` None) or a module call it made (``call``, the module's path, and its record's output;
+    ``operator`` None), whichever came last: the line's result (None when only ``targets`` are
+    known). ``targets``: the local names the line assigned, in the order written, with their
+    values. ``runs`` and ``range`` only for a line that ran more than once: how many times, and how
+    the shapes of its results varied (None: they did not)."""
 
     file: str
     line: int
     layer: int | None
     operator: str | None
     call: str | None
-    output: dict[str, Any]
+    output: dict[str, Any] | None
+    targets: list[AssignedName]
+    runs: int
+    range: ShapeRange | None
 
 
 class ClassSite(TypedDict):
@@ -190,6 +219,7 @@ class SourceMap(TypedDict):
 
     modules: list[ModuleSite]
     operators: list[OperatorSite]
+    under: list[OperatorSite]
     outputs: list[LineOutput]
     classes: list[ClassSite]
     uncalled: list[UncalledSite]
@@ -300,10 +330,12 @@ def plan_job(workspace_root: str, file: str, target: str, options: Mapping[str, 
             "source_text": source_text, "measure": [], "kind": "plan"}
 
 
-def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """Build a :class:`RenderJob` for ``report`` with the measurements to attach."""
+def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+               title: str | None = None) -> RenderJob:
+    """Build a :class:`RenderJob` for ``report`` (an analysis report, or a comparison of two) with
+    the measurements to attach and the page's ``title`` (``None``: derived from the report)."""
     return {"workspace_root": workspace_root, "target": None, "report": dict(report),
-            "measurements": dict(measurements or {})}
+            "measurements": dict(measurements or {}), "title": title}
 
 
 def failure(

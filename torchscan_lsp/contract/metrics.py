@@ -26,6 +26,7 @@ __all__ = [
     "UNITS",
     "SCOPES",
     "METHOD_HOOK",
+    "METHOD_FORWARD_FRAME",
     "METHOD_MODULE_FORMULA",
     "METHOD_PYTORCH",
     "METHOD_FLOP_COUNTER",
@@ -57,11 +58,14 @@ UNITS = ("calls", "FLOPs", "MACs", "DMAs", "elements", "bytes", "samples", "toke
 SCOPES = ("module_call", "forward", "model", "workload")
 
 METHOD_HOOK = "pytorch_hook"
+#: A module call found by its ``forward`` frame on the stack (called as ``module.forward(...)``,
+#: which runs no hook).
+METHOD_FORWARD_FRAME = "forward_frame"
 METHOD_MODULE_FORMULA = "torchscan_module_formula"
 METHOD_PYTORCH = "pytorch"
 #: Operator FLOPs: PyTorch's FlopCounterMode conventions and formulas, with this package's operator
 #: formulas for what PyTorch leaves uncounted or counts wrongly; a report whose caller formulas took
-#: part appends ``+custom(<operators>)`` (``engine.operators.flop_method``).
+#: part appends ``+custom(<operators>)`` (``engine.recording.operators.flop_method``).
 METHOD_FLOP_COUNTER = "torch.utils.flop_counter.FlopCounterMode+torchscan_lsp.operator_formulas"
 #: Multiply-accumulates of the dispatched matrix, convolution, attention and recurrent operators,
 #: from the engine's operator MAC formulas (``operator_formulas.MAC_FORMULAS``).
@@ -69,7 +73,8 @@ METHOD_OPERATOR_MACS = "torchscan_operator_macs"
 METHOD_NOT_REQUESTED = "not_requested"
 #: How a number was obtained.
 METHODS = (
-    METHOD_HOOK, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER, METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
+    METHOD_HOOK, METHOD_FORWARD_FRAME, METHOD_MODULE_FORMULA, METHOD_PYTORCH, METHOD_FLOP_COUNTER,
+    METHOD_OPERATOR_MACS, METHOD_NOT_REQUESTED,
 )  # fmt: skip
 
 Status = Literal["complete", "partial", "unavailable"]

@@ -183,10 +183,11 @@ def subtree_layers(layers: Iterable[Mapping[str, Any]], roots: Iterable[str] = (
         return [layer for layer in layers if in_subtree(str(layer.get("path", "")), roots)]
     called = {str(layer.get("path", "")) for layer in layers}
     uncalled = tuple(root for root in roots if root not in called)
+    members = frozenset(roots)  # a line that built 400 blocks names 400 roots
     inside: list[bool] = []
     for index, layer in enumerate(layers):
         path, parent = str(layer.get("path", "")), layer.get("parent")
-        inside.append(path in roots or (isinstance(parent, int) and 0 <= parent < index and inside[parent])
+        inside.append(path in members or (isinstance(parent, int) and 0 <= parent < index and inside[parent])
                       or (bool(uncalled) and in_subtree(path, uncalled)))
     return [layer for layer, flag in zip(layers, inside) if flag]
 

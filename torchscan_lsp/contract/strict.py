@@ -1,16 +1,22 @@
-"""Strict mode: which counts must be complete, and which of them are not (docs/report-schema.md,
-"Strict mode").
+"""Strict mode: which counts must be complete, by which rule, and which of them are not
+(docs/report-schema.md, "Strict mode").
 
-``strict`` names *counts*, not report fields. ``strict=True`` checks the three counts every number
-the editor headlines is made of: FLOPs, MACs and parameters. DMAs and the receptive field are
-checked only when named: ``strict=["flops", "macs", "parameters", "dmas", "receptive_field"]``
-checks everything, ``strict=["dmas"]`` only the DMAs.
+Two rules, each under its own name:
 
-A count is complete when at least one of the methods that count it is complete (the headline rule):
-the FLOPs when ``module_flops`` *or* ``operator_flops`` is, the MACs when ``macs`` *or*
-``operator_macs`` is. So a residual ``x + y`` that no module formula sees, with every dispatched
-operator counted, is not a strict failure. A metric that does not apply (a spatial receptive field
-for attention: ``metric_not_applicable``) is never a failure, whatever ``strict`` names.
+* ``strict=True`` is the reference's rule (TorchScan: "partial or unavailable module metrics must
+  raise"): every count the report holds -- FLOPs, MACs, DMAs, parameters and the receptive field --
+  must be complete by *every* method that counts it. A module whose work no module formula covers
+  fails, even when the dispatched operators counted it (``module_flops`` partial, ``operator_flops``
+  complete).
+* ``strict="headline"`` is the editor's rule: FLOPs, MACs and parameters, what every number the
+  editor headlines is made of, each complete when *one* of its methods is -- the FLOPs when
+  ``module_flops`` *or* ``operator_flops`` is, the MACs when ``macs`` *or* ``operator_macs`` is. So a
+  residual ``x + y`` that no module formula sees, with every dispatched operator counted, passes. A
+  list names the counts to check by this rule: ``strict=["dmas"]`` checks the DMAs only.
+
+Under either rule, a metric that does not apply (a spatial receptive field for attention:
+``metric_not_applicable``) is never a failure, and totals that were not requested (structure mode:
+method ``not_requested``) claim nothing and never fail.
 """
 
 from __future__ import annotations
@@ -21,14 +27,17 @@ from typing import Any
 
 from torchscan_lsp.contract.metrics import STATUS_COMPLETE
 
-__all__ = ["STRICT_COUNTS", "DEFAULT_STRICT", "strict_counts", "StrictFailure", "strict_failures",
-           "failure_diagnostics"]
+__all__ = ["STRICT_COUNTS", "HEADLINE", "HEADLINE_COUNTS", "StrictRule", "strict_rule", "StrictFailure",
+           "strict_failures", "failure_diagnostics"]
 
 STRICT_COUNTS = ("flops", "macs", "parameters", "dmas", "receptive_field")
-"""The names ``strict`` accepts, in the order failures are told."""
+"""The names a ``strict`` list accepts, in the order failures are told; ``strict=True`` checks all."""
 
-DEFAULT_STRICT = ("flops", "macs", "parameters")
-"""What ``strict=True`` checks."""
+HEADLINE = "headline"
+"""The name of the editor's rule: ``strict="headline"``."""
+
+HEADLINE_COUNTS = ("flops", "macs", "parameters")
+"""What ``strict="headline"`` checks."""
 
 _METHODS = {
     "flops": ("module_flops", "operator_flops"),
@@ -37,8 +46,8 @@ _METHODS = {
                    "buffer_elements", "buffer_bytes"),
     "dmas": ("dmas",),
 }
-"""The totals behind each count: any one complete makes FLOPs or MACs complete; parameters need
-all of theirs."""
+"""The totals behind each count. Parameters and DMAs need all of theirs under either rule; FLOPs
+and MACs all of theirs under ``True``, one under ``"headline"``."""
 
 _DIAGNOSTIC_METRICS = {
     "flops": {"module_flops", "operator_flops", "flops"},  # "flops": an operator without a formula
@@ -51,23 +60,46 @@ _NOT_APPLICABLE = "metric_not_applicable"
 _NOT_REQUESTED = "not_requested"
 
 
-def strict_counts(value: Any) -> tuple[str, ...]:
-    """The counts ``strict`` asks to be complete, in :data:`STRICT_COUNTS` order.
+@dataclass(frozen=True)
+class StrictRule:
+    """What a ``strict`` value asks for.
 
-    ``False``/``None`` → none; ``True`` → :data:`DEFAULT_STRICT`; a list or tuple of names from
-    :data:`STRICT_COUNTS` → those. Raises ``TypeError`` for any other type and ``ValueError`` naming
-    an unknown count.
+    Attributes:
+        counts: the counts checked, names of :data:`STRICT_COUNTS`, in that order.
+        every_method: the reference's rule (``strict=True``): a count is complete only when every
+            method that counts it is, and a total of the report outside :data:`STRICT_COUNTS` is
+            checked too. ``False``: the headline rule, one complete method suffices for FLOPs and MACs.
+    """
+
+    counts: tuple[str, ...]
+    every_method: bool
+
+
+def strict_rule(value: Any) -> StrictRule | None:
+    """The rule a ``strict`` value names; ``None`` for no check.
+
+    ``False``/``None`` → ``None``; ``True`` → every count by every method (the reference's rule);
+    ``"headline"`` → :data:`HEADLINE_COUNTS`, each complete when one method is; a list or tuple of
+    names from :data:`STRICT_COUNTS` → those, by the headline rule.
+
+    Raises:
+        TypeError: any other type (a number, a dict).
+        ValueError: a string other than ``"headline"``, or a list naming an unknown count.
     """
     if value is None or value is False:
-        return ()
+        return None
     if value is True:
-        return DEFAULT_STRICT
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"strict must be True, False or a list of {_choices()}, got {value!r}.")
+        return StrictRule(STRICT_COUNTS, every_method=True)
+    if isinstance(value, str):
+        if value != HEADLINE:
+            raise ValueError(f'strict must be True, False, "{HEADLINE}" or a list of {_choices()}, got {value!r}.')
+        return StrictRule(HEADLINE_COUNTS, every_method=False)
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f'strict must be True, False, "{HEADLINE}" or a list of {_choices()}, got {value!r}.')
     unknown = [name for name in value if name not in STRICT_COUNTS]
     if unknown:
         raise ValueError(f"strict names unknown counts {', '.join(map(repr, unknown))}; choose from {_choices()}.")
-    return tuple(name for name in STRICT_COUNTS if name in value)
+    return StrictRule(tuple(name for name in STRICT_COUNTS if name in value), every_method=False)
 
 
 def _choices() -> str:
@@ -79,9 +111,10 @@ class StrictFailure:
     """One count strict asked for that is not complete.
 
     Attributes:
-        count: a name of :data:`STRICT_COUNTS`.
-        detail: the statuses of its methods, e.g. ``"module_flops partial, operator_flops partial"``,
-            or for the receptive field the number of calls it could not be followed through.
+        count: a name of :data:`STRICT_COUNTS` (or, under ``strict=True``, of another total).
+        detail: the statuses of its methods that are not complete, e.g. ``"module_flops partial,
+            operator_flops partial"``, or for the receptive field the number of calls it is
+            incomplete in.
     """
 
     count: str
@@ -96,29 +129,46 @@ def _diagnostics(report: Mapping[str, Any], metrics: set[str]) -> list[dict[str,
             if isinstance(diag, dict) and diag.get("code") != _NOT_APPLICABLE and diag.get("metric") in metrics]
 
 
-def _failure(report: Mapping[str, Any], count: str) -> StrictFailure | None:
+def _requested(totals: Mapping[str, Any], names: Iterable[str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The totals of ``names`` the report has and counted (structure mode's ``not_requested`` left out)."""
+    return [(name, totals[name]) for name in names
+            if isinstance(totals.get(name), dict) and totals[name].get("method") != _NOT_REQUESTED]
+
+
+def _failure(report: Mapping[str, Any], count: str, every_method: bool) -> StrictFailure | None:
     if count == "receptive_field":
         found = _diagnostics(report, _DIAGNOSTIC_METRICS[count])
         paths = {diag.get("path") for diag in found}
-        return StrictFailure(count, f"not followed through {len(paths)} call(s)") if found else None
-    totals = report.get("totals") or {}
-    present = [(name, totals[name]) for name in _METHODS[count] if isinstance(totals.get(name), dict)]
-    requested = [(name, metric) for name, metric in present if metric.get("method") != _NOT_REQUESTED]
+        return StrictFailure(count, f"incomplete in {len(paths)} call(s)") if found else None
+    requested = _requested(report.get("totals") or {}, _METHODS.get(count, (count,)))
     if not requested:
         return None  # structure mode: nothing was counted, nothing is claimed
     complete = [name for name, metric in requested if metric.get("status") == STATUS_COMPLETE]
-    if complete if count in ("flops", "macs") else len(complete) == len(requested):
+    one_suffices = not every_method and count in ("flops", "macs")
+    if complete if one_suffices else len(complete) == len(requested):
         return None
     detail = ", ".join(f"{name} {metric.get('status')}" for name, metric in requested
                        if metric.get("status") != STATUS_COMPLETE)
     return StrictFailure(count, detail)
 
 
-def strict_failures(report: Mapping[str, Any], counts: Iterable[str]) -> list[StrictFailure]:
-    """The counts of ``counts`` that ``report`` does not have complete (empty: strict passes)."""
-    return [failure for count in counts if (failure := _failure(report, count)) is not None]
+def strict_failures(report: Mapping[str, Any], rule: StrictRule | None) -> list[StrictFailure]:
+    """The counts ``rule`` checks that ``report`` does not have complete (empty: strict passes).
+
+    Under the reference's rule (``rule.every_method``) a total outside every count's methods (one a
+    later report version adds) is checked as a count of its own."""
+    if rule is None:
+        return []
+    counts = list(rule.counts)
+    if rule.every_method:
+        known = {name for names in _METHODS.values() for name in names}
+        counts += [name for name in report.get("totals") or {} if name not in known]
+    return [failure for count in counts if (failure := _failure(report, count, rule.every_method)) is not None]
 
 
 def failure_diagnostics(report: Mapping[str, Any], failures: Iterable[StrictFailure]) -> list[dict[str, Any]]:
     """The report's diagnostics that explain ``failures``, in report order, each once."""
-    return _diagnostics(report, set().union(*(_DIAGNOSTIC_METRICS[failure.count] for failure in failures)))
+    metrics: set[str] = set()
+    for failure in failures:
+        metrics |= _DIAGNOSTIC_METRICS.get(failure.count, {failure.count})
+    return _diagnostics(report, metrics)

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchscan_lsp.contract.strict import strict_counts
+from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.engine.dataflow.tracker import DataFlowTracker
 from torchscan_lsp.engine.recording.inputs import PreparedInputs, check_mode, prepare_inputs
 from torchscan_lsp.engine.recording.module_info import ModelScan
@@ -41,7 +41,8 @@ from torchscan_lsp.engine.recording.operator_metrics import (
 )
 from torchscan_lsp.engine.recording.operators import counter_report, not_requested_flop_report
 from torchscan_lsp.engine.recording.param_stats import add_packed_totals, initialized, mark_uninitialized
-from torchscan_lsp.engine.recording.recorder import CallRecorder, install_hooks, remove_hooks
+from torchscan_lsp.engine.recording.hooks import install_hooks, remove_hooks
+from torchscan_lsp.engine.recording.recorder import CallRecorder
 from torchscan_lsp.engine.report import SCHEMA_VERSION, AnalysisReport, LayerReport
 from torchscan_lsp.engine.recording.totals import build_context, check_strict, forward_totals, model_totals
 
@@ -79,6 +80,7 @@ def run_forward(
                 with counter:
                     module(*inputs.args, **inputs.kwargs)
     finally:
+        recorder.close()
         remove_hooks(handles)
         for submodule, flag in zip(modules, training):
             if submodule.training is not flag:
@@ -141,7 +143,7 @@ def crawl_module(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     device: Any = None,
-    strict: bool | list[str] | tuple[str, ...] = False,
+    strict: bool | str | list[str] | tuple[str, ...] = False,
     mode: str = "full",
     observers: Any = (),
 ) -> AnalysisReport:
@@ -157,10 +159,13 @@ def crawl_module(
         kwargs: the call's keyword values (str keys), forwarded unchanged.
         device: where generated inputs are created (default: the model's first parameter's device).
         strict: raise :class:`IncompleteAnalysisError` when a count is not complete: ``True``
-            checks FLOPs, MACs and parameters (each complete when one of its methods is); a list
-            names the counts, from ``"flops"``, ``"macs"``, ``"parameters"``, ``"dmas"`` and
-            ``"receptive_field"`` (:mod:`torchscan_lsp.contract.strict`). Any other value is a
-            ``TypeError``/``ValueError`` before the model runs.
+            is the reference's rule, any total (module FLOPs, MACs, DMAs, operator FLOPs and MACs,
+            parameters) or the receptive field partial or unavailable, except a metric that does
+            not apply (``metric_not_applicable``); ``"headline"`` checks FLOPs, MACs and parameters,
+            each complete when one of its methods is; a list names the counts checked by that rule,
+            from ``"flops"``, ``"macs"``, ``"parameters"``, ``"dmas"`` and ``"receptive_field"``
+            (:mod:`torchscan_lsp.contract.strict`). Any other value is a ``TypeError``/``ValueError``
+            before the model runs.
         mode: ``"full"`` (structure, module formulas and operator FLOPs) or ``"structure"``.
         observers: :class:`~torchscan_lsp.engine.recording.observers.PassObserver` objects told of every module
             call and (full mode) every operator of the one forward pass, after the engine's own
@@ -170,7 +175,7 @@ def crawl_module(
         A JSON-safe :class:`AnalysisReport` (schema version 1).
     """
     check_mode(mode)
-    strict_counts(strict)  # refuse a bad value before the model runs
+    strict_rule(strict)  # refuse a bad value before the model runs
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
     inputs = prepare_inputs(module, input_shape, dtype, args=args, kwargs=kwargs, device=device)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torchscan_lsp.contract.metrics import (
     METHOD_FLOP_COUNTER,
+    METHOD_FORWARD_FRAME,
     METHOD_HOOK,
     METHOD_MODULE_FORMULA,
     METHOD_NOT_REQUESTED,
@@ -49,6 +50,7 @@ __all__ = [
     "STATUS_PARTIAL",
     "STATUS_UNAVAILABLE",
     "METHOD_HOOK",
+    "METHOD_FORWARD_FRAME",
     "METHOD_MODULE_FORMULA",
     "METHOD_PYTORCH",
     "METHOD_FLOP_COUNTER",

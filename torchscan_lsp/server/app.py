@@ -94,6 +94,12 @@ class TorchscanServer(LanguageServer):
         """Show ``text`` in the editor's message area."""
         self.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
+    def notice(self, message: str) -> None:
+        """Listener hook: something the user hears once (results not kept between sessions, and
+        why): a warning in the log and one in the editor's message area."""
+        log.warning("%s", message)
+        self.show_message(f"torchscan: {message}")
+
     async def show_document(self, path: str, *, external: bool) -> Any:
         """Ask the client to show the file at ``path``, when it can: its ``ShowDocumentResult``,
         else ``None``."""
@@ -122,8 +128,10 @@ class TorchscanServer(LanguageServer):
                     self.client_settings = answer[0]
             except Exception as error:  # a client that cannot answer leaves the defaults
                 log.warning("could not pull settings: %r", error)
-        self.apply_settings()
-        self.settings_ready.set()
+        try:
+            self.apply_settings()
+        finally:  # whatever went wrong, documents waiting for the settings go on with what there is
+            self.settings_ready.set()
 
     def apply_settings(self) -> None:
         """Resolve settings from pyproject and the client; re-analyse when execution became allowed
@@ -136,6 +144,8 @@ class TorchscanServer(LanguageServer):
         became_allowed = new.allowExecution and not old.allowExecution
         if self.settings_ready.is_set() and (became_allowed or new.python != old.python):
             self.session.reanalyse_all()
+        elif new.compareWith != old.compareWith:  # the same results, other baselines
+            asyncio.ensure_future(self.session.baselines.compare(list(self.session.store.targets.values())))
         shown = (new.headline, new.receptiveFieldNotes) != (old.headline, old.receptiveFieldNotes)
         if shown:  # other numbers and other diagnostics on every open document
             for document in list(self.session.store.documents.values()):
@@ -171,7 +181,8 @@ class TorchscanServer(LanguageServer):
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
                                              self.states_for(document), self.session.config_error(document.root),
                                              self.client.name, path=document.path, headline=settings.headline,
-                                             receptive_field_notes=settings.receptiveFieldNotes)
+                                             receptive_field_notes=settings.receptiveFieldNotes,
+                                             options=self.session.target_options)
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to)."""
@@ -181,10 +192,12 @@ class TorchscanServer(LanguageServer):
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
 
-    def clear_diagnostics(self, uri: str) -> None:
-        """Withdraw the pushed diagnostics of a closed document (pulling clients drop them themselves)."""
+    def document_closed(self, uri: str) -> None:
+        """A document was closed: withdraw its pushed diagnostics (pulling clients drop them
+        themselves) and stop watching the folders that no open document needs any more."""
         if not self.client.pull_diagnostics:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.watcher.refresh()
 
     def refresh_views(self) -> None:
         """Ask the client to re-request inlay hints, code lenses and pulled diagnostics."""
@@ -212,8 +225,8 @@ def create_server() -> TorchscanServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: TorchscanServer, params: types.InitializedParams) -> None:
-        await ls.pull_settings()
         ls.watcher.start()
+        await ls.pull_settings()
         asyncio.ensure_future(ls.session.prewarm())
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -1,6 +1,7 @@
 """Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
-``torchscan.measureLatency``, ``torchscan.measureMemory``, ``torchscan.measureTraining`` and
-``torchscan.planTraining`` (the training plan, a job of its own: it answers with the plan).
+``torchscan.measureLatency``, ``torchscan.measureMemory``, ``torchscan.measureTraining``,
+``torchscan.planTraining`` (the training plan, a job of its own: it answers with the plan), and
+``torchscan.compareReport`` (the target against its baseline, as an HTML diff).
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
 the file), then for ``showReport`` an optional format (``html``, the default, or ``json``). Reports
@@ -22,7 +23,9 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import (MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING, REANALYSE,
+from torchscan_lsp.server.comparison_card import layer_table
+from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING,
+                                           PLAN_TRAINING, REANALYSE,
                                            SHOW_REPORT)
 from torchscan_lsp.session.cache import cache_folder
 from torchscan_lsp.session.state import Document, TargetState
@@ -95,10 +98,41 @@ async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
             message = (rendered.get("error") or {}).get("message", "")
             ls.show_message(f"torchscan: could not render HTML ({message}); showing the JSON report",
                             types.MessageType.Info)
+    return await _show(ls, shown)
+
+
+async def _show(ls: Editor, shown: Path) -> str:
+    """Ask the client to show the report at ``shown`` (a browser for HTML); returns its path."""
     answer = await ls.show_document(str(shown), external=shown.suffix == ".html")
     if answer is not None and not answer.success:  # a browser that refused says nothing itself
         ls.show_message(f"torchscan: the editor could not open the report; it is at {shown}", types.MessageType.Info)
     return str(shown)
+
+
+async def _compare_report(ls: Editor, uri: str, name: str) -> str | None:
+    """Write the target's comparison with its baseline (JSON, and HTML rendered in a worker) and
+    show it; says why when there is none."""
+    document, states = _states(ls, uri, name)
+    state = states[0]
+    comparison = state.comparison
+    if comparison is None or not comparison.ready:
+        why = comparison.note if comparison is not None else "compare_with is off"
+        ls.show_message(f"torchscan: {name} has no comparison: {why}", types.MessageType.Info)
+        return None
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{document.rel}-{name}-vs-{comparison.label}")
+    try:
+        json_path = reports_dir(document.root) / f"{stem}.json"
+        json_path.write_text(json.dumps(comparison.diff, indent=2), encoding="utf-8")
+    except OSError as error:
+        raise JsonRpcInternalError(f"torchscan could not write the comparison: {error}") from error
+    html_path = json_path.with_suffix(".html")
+    table = layer_table(comparison, ls.session.settings.headline)
+    rendered = await ls.session.baselines.render(state, str(html_path), table)
+    shown = html_path if rendered.get("ok") and html_path.exists() else json_path
+    if shown is json_path:
+        message = (rendered.get("error") or {}).get("message", "")
+        ls.show_message(f"torchscan: could not render HTML ({message}); showing the JSON diff", types.MessageType.Info)
+    return await _show(ls, shown)
 
 
 def register(server: LanguageServer) -> None:
@@ -129,3 +163,7 @@ def register(server: LanguageServer) -> None:
     @server.command(PLAN_TRAINING)
     async def plan_training(ls: Editor, uri: str, name: str) -> dict | None:
         return await _plan(ls, uri, name)
+
+    @server.command(COMPARE_REPORT)
+    async def compare_report(ls: Editor, uri: str, name: str) -> str | None:
+        return await _compare_report(ls, uri, name)

@@ -9,14 +9,16 @@
 - on the target line, each measurement of the latest job that failed: an error when it was asked
   for, a warning for the training estimate that runs unasked;
 - a warning on the target line for its training step: over the memory budget (naming the largest
-  categories), a memory method that failed, backward work not counted.
+  categories), a memory method that failed, backward work not counted;
+- on the target line, each limit of its ``budget`` and ``max_increase`` that is exceeded (a
+  warning), or that cannot be confirmed or checked (an information): :mod:`torchscan_lsp.session.budgets`.
 
 One builder serves pulled diagnostics, pushed diagnostics and the ``check`` command.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -24,6 +26,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import error_message, untrusted_message
 from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.session.budgets import budget_findings
 from torchscan_lsp.session.findings import result_findings
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
 from torchscan_lsp.session.state import TargetState
@@ -138,14 +141,17 @@ def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetSt
 
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
                       config_error: Any = None, client: str | None = None, *, path: str | None = None,
-                      headline: str = DEFAULT_HEADLINE, receptive_field_notes: bool = False) -> list[types.Diagnostic]:
+                      headline: str = DEFAULT_HEADLINE, receptive_field_notes: bool = False,
+                      options: Callable[[TargetState], Mapping[str, Any]] | None = None) -> list[types.Diagnostic]:
     """All diagnostics of workspace-relative file ``rel`` (absolute ``path``, by which a result names
     a library file); duplicates (same range and message) once.
 
     ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any; ``client`` the
     editor's name, which words the untrusted-workspace advice (:func:`untrusted_message`);
     ``headline`` and ``receptive_field_notes`` the settings that say which numbers are shown and
-    whether receptive-field notes were asked for.
+    whether receptive-field notes were asked for; ``options`` gives the options a target runs with
+    (:meth:`~torchscan_lsp.session.controller.Session.target_options`), whose budgets are checked
+    (none without it).
     """
     out = problem_diagnostics(lines, problems)
     if config_error is not None:
@@ -162,6 +168,9 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
             if state.key.file == rel:
                 out.extend(_measurement_failure_diagnostics(lines, state))
                 out.extend(_training_diagnostics(lines, state))
+                if options is not None:
+                    out.extend(_diagnostic(lines.statement(f.line), f.message, _SEVERITY[f.severity], f.code)
+                               for f in budget_findings(state, options(state), headline))
     unique: dict[tuple, types.Diagnostic] = {}
     for d in out:
         unique.setdefault((d.range.start.line, d.range.start.character, d.message), d)

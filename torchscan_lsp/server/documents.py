@@ -8,6 +8,7 @@ results stale (and analyses the buffer, debounced, with ``torchscan.analyzeOnTyp
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from lsprotocol import types
@@ -22,6 +23,14 @@ def _path(uri: str) -> str | None:
     return str(Path(path).resolve()) if path and path.endswith(".py") else None
 
 
+def _disk_text(path: str) -> str | None:
+    """The file's text on disk; ``None`` for a new buffer, or a file the worker could not read either."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def register(server: LanguageServer) -> None:
     """Register the text document synchronisation handlers (full text sync, with save)."""
 
@@ -31,11 +40,8 @@ def register(server: LanguageServer) -> None:
         if path is None:
             return
         await ls.wait_for_settings()
+        on_disk = await asyncio.to_thread(_disk_text, path)
         text = ls.buffer_text(params.text_document.uri)
-        try:
-            on_disk = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):  # a new buffer, or a file the worker could not read either
-            on_disk = None
         document = ls.session.open(path, ls.root_for(path), text, saved=on_disk == text)
         states = ls.session.analyse(document, unsaved=on_disk != text)
         ls.states_changed(states, {(document.root, document.rel)})
@@ -71,4 +77,4 @@ def register(server: LanguageServer) -> None:
         if path is None:
             return
         ls.session.close(path)
-        ls.clear_diagnostics(params.text_document.uri)
+        ls.document_closed(params.text_document.uri)

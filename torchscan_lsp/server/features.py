@@ -109,8 +109,9 @@ class Editor(Protocol):
     def diagnostics_for(self, document: Document) -> list[types.Diagnostic]:
         """All diagnostics of ``document``."""
 
-    def clear_diagnostics(self, uri: str) -> None:
-        """Withdraw the pushed diagnostics of a closed document (nothing for pulling clients)."""
+    def document_closed(self, uri: str) -> None:
+        """A document was closed: withdraw its pushed diagnostics (nothing for pulling clients) and
+        stop watching what no open document needs."""
 
     def show_message(self, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """Show ``text`` in the editor's message area."""

@@ -1,5 +1,6 @@
-"""Hover cards: a target's totals (both counting methods), top modules and measurements (the
-training step's FLOPs and peak memory by category among them, and the training plan's table); a module line's type, paths,
+"""Hover cards: a target's totals (both counting methods), top modules, what changed since its
+baseline (:mod:`.comparison_card`) and measurements (the training step's FLOPs and peak memory by
+category among them, and the training plan's table); a module line's type, paths,
 parameters, inputs and output, work by both methods with a note on where they differ and why,
 direct children, receptive field (where one applies) or token dependencies; a line's operators.
 Markdown, built from the target states alone (no I/O)."""
@@ -14,6 +15,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
 from torchscan_lsp.server.plan_card import plan_card
@@ -52,10 +54,12 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         if state.stale or state.error is not None:
             parts.append(STALE_NOTE)
         view = state.view
-        parts.append(labels.totals_label(view.totals, headline))
+        comparison = state.comparison if not (state.stale or state.error is not None) else None
+        parts.append(labels.totals_label(view.totals, headline, comparison))
         parts.append(parameters_text(dict(view.totals)))
         parts.append(methods_table(view, [""], dict(view.totals), headline))
         parts.append(top_modules(view, headline))
+        parts.append(comparison_card(comparison, headline))
         if view.report.get("inputs"):
             parts.append("Inputs: " + labels.inputs_text(view.report["inputs"]))
     memory = model_memory(state)
@@ -89,7 +93,8 @@ def _model_spread(state: TargetState) -> str:
 def training_card(summary: TrainingSummary) -> str:
     """Markdown of a training step: FLOPs by phase, then the peak memory by category from both
     methods side by side (estimated on fake tensors, measured on a real step)."""
-    rows = [f"**Training step** ({summary.setup})", "", "| FLOPs | value | status |", "| --- | --- | --- |"]
+    rows = [f"**Training step** ({summary.setup})" + (f": {summary.trainable}" if summary.trainable else ""), "",
+            "| FLOPs | value | status |", "| --- | --- | --- |"]
     rows += [f"| {phase} | {text} | {status} |" for phase, text, status in summary.flops]
     table = ["| memory at the peak | estimated | measured |", "| --- | --- | --- |"]
     table += [f"| {name} | {left} | {right} |" for name, left, right in summary.categories]
@@ -127,6 +132,14 @@ def _merged(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
+def _flops_text(operators: list[dict[str, Any]]) -> str:
+    """The FLOPs of source-map operator entries summed: ``"9.22 kFLOPs"``, ``"≥ 9.22 kFLOPs"`` when an
+    operator that needs a formula has none."""
+    total = sum(op.get("flops") or 0 for op in operators)
+    uncounted = any(op.get("flops") is None and not op.get("ignored") for op in operators)
+    return ("≥ " if uncounted else "") + fmt.number(total, "FLOPs")
+
+
 def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEADLINE) -> str:
     """The hover card of a line that built the modules at ``paths`` (the outermost of what it built:
     :meth:`ResultView.line_modules`), or of a ``class`` line with these instances."""
@@ -145,6 +158,9 @@ def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEAD
     if layers:
         parts.append(f"Input: {labels.inputs_text(first.get('input'))} → output: {labels.shape(first.get('output'))}"
                      + (f" (first of {len(layers)} calls)" if len(layers) > 1 else ""))
+        if any(layer.get("direct") for layer in layers):
+            parts.append("Called through `.forward(...)`, which runs no module hook: its calls were found by their "
+                         "frames on the stack, and its own work is counted in them")
     else:
         parts.append("Never called itself: the numbers are its children's")
     parts.append(methods_table(view, paths, summary, headline))
@@ -249,14 +265,16 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             if not info.defined and len(called) == 1 and view.library_module(called[0]):
                 parts.append(module_card(view, called, headline))  # a library model: its children
         if info.output is not None:
-            owner = info.output.get("path")
-            parts.append(f"Output: {labels.shape(info.output.get('output'))}, from {labels.output_source(info.output)}"
-                         + (f" (in the call of {fmt.layer_name(owner, '`')})" if owner is not None else ""))
+            parts.append(labels.result_text(info.output))
         if info.parameters:
             parts.append("Parameters assigned on this line:\n" + "\n".join(
                 f"- {labels.parameter_text(entry)}" for entry in info.parameters[:12]))
         if info.operators:
             parts.append(operators_card(view, info.operators))
+        if info.under:
+            runs = (info.output or {}).get("runs") or 1
+            parts.append(operators_card(view, info.under, "Operators under the functions this line called, outside "
+                                        f"module calls: {_flops_text(info.under)}" + (f" over its {runs} runs" if runs > 1 else "")))
         parts = [part for part in parts if part]
         if len(parts) > (1 if parts and parts[0] == STALE_NOTE else 0):
             parts.append(f"_target `{state.key.name}` in `{state.key.file}`_")

@@ -16,6 +16,7 @@ from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
+from torchscan_lsp.session.deltas import Change, Comparison
 from torchscan_lsp.session.measurements import layer_latency
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method, other
 from torchscan_lsp.session.results import ResultView, outermost
@@ -47,21 +48,53 @@ def methods_lines(metrics: dict, headline: str) -> str:
     return "\n".join(rows)
 
 
-def totals_tooltip(view: ResultView, headline: str = DEFAULT_HEADLINE) -> str:
-    """Markdown lines of a report's totals: parameters, then both methods' counts."""
-    return f"- parameters: {fmt.metric_text(view.totals.get('parameters'), 'params')}\n" + methods_lines(dict(view.totals), headline)
+def totals_tooltip(view: ResultView, headline: str = DEFAULT_HEADLINE, comparison: Comparison | None = None) -> str:
+    """Markdown lines of a report's totals: parameters, then both methods' counts, then what
+    changed since the baseline."""
+    text = f"- parameters: {fmt.metric_text(view.totals.get('parameters'), 'params')}\n" + methods_lines(dict(view.totals), headline)
+    if comparison is not None and comparison.ready:
+        shown = method(headline)
+        text += "\n\n" + change_lines(comparison, [("parameters", comparison.total("parameters"), "params"),
+                                                    ("FLOPs", comparison.total(shown.flops), "FLOPs")])
+    return text
 
 
-def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEADLINE) -> tuple[str, str]:
+def change_lines(comparison: Comparison, changes: list[tuple[str, Change, str]]) -> str:
+    """``"Since HEAD (1a2b3c4): parameters 224 → 336 (+112); FLOPs 389 kFLOPs → 583 kFLOPs (+50 %)"``,
+    or that nothing changed; a difference between lower bounds says so."""
+    parts = []
+    for name, change, unit in changes:
+        if not change.changed:
+            continue
+        old, new = (fmt.number(v, "" if unit == "params" else unit) if v is not None else "none"
+                    for v in (change.before, change.after))
+        shown = labels.change_text(change, unit != "params")
+        parts.append(f"{name} {old} → {new}" + (f" ({shown})" if shown else "")
+                     + (" (both lower bounds: the counted parts only)" if change.known else ""))
+    since = comparison.since[0].upper() + comparison.since[1:]
+    return f"{since}: " + ("; ".join(parts) if parts else "no change")
+
+
+def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEADLINE,
+                 comparison: Comparison | None = None) -> tuple[str, str]:
     """Label and tooltip of a definition line that built the modules at ``paths`` (each the
     outermost of what the line built: :meth:`ResultView.line_modules`).
 
     The label is ``"<params> · <FLOPs>"`` summed over every instance, the FLOPs of the ``headline``
     method, prefixed ``"×n · "`` when the line built ``n`` > 1 instances of one type (a loop or
-    comprehension), or ``"n modules · "`` when they differ (``a, b = A(), B()``).
+    comprehension), or ``"n modules · "`` when they differ (``a, b = A(), B()``). With a
+    ``comparison`` that has a baseline, a number that changed carries its change (``"336 params
+    (+112) · 583 kFLOPs (+50 %)"``), and modules the baseline lacks end with ``(new)``.
     """
     summary = view.module_summary(paths)
-    label = fmt.SEPARATOR.join([labels.params_text(summary), fmt.metric_text(summary[method(headline).flops], "FLOPs")])
+    flops = method(headline).flops
+    params, work = labels.params_text(summary), fmt.metric_text(summary[flops], "FLOPs")
+    change = comparison.line_change(paths, flops) if comparison is not None and comparison.ready else None
+    if change is not None:
+        params, work = labels.with_change(params, change[0], False), labels.with_change(work, change[1], True)
+    label = fmt.SEPARATOR.join([params, work])
+    if comparison is not None and comparison.ready and change is None:
+        label += " (new)"
     types_ = view.types_of(paths)
     if len(paths) > 1:
         count = f"×{len(paths)}" if len(types_) == 1 else f"{len(paths)} modules"
@@ -72,6 +105,10 @@ def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEA
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
                + methods_lines(summary, headline))
+    if change is not None:
+        tooltip += "\n\n" + change_lines(comparison, [("parameters", change[0], "params"), ("FLOPs", change[1], "FLOPs")])
+    elif comparison is not None and comparison.ready:
+        tooltip += f"\n\nNew {comparison.since}."
     return label, tooltip
 
 
@@ -84,11 +121,10 @@ def shape_label(view: ResultView, calls: list[tuple[str, int]]) -> tuple[str, st
 
 
 def output_label(info) -> tuple[str, str]:
-    """Label and tooltip of a line's result: the output of the last operator it dispatched or
-    module call it made in its first execution (``→ (1, 2, 8, 8)``)."""
-    entry = info.output
-    where = f" in the call of {fmt.layer_name(entry['path'], '`')}" if entry.get("path") is not None else ""
-    return labels.shape_label(entry.get("output")), f"Output of {labels.output_source(entry)}{where}"
+    """Label and tooltip of a line's result in its first run: the output of the last operator it
+    dispatched or module call it made (``→ (1, 2, 8, 8)``), or the shapes of the names it assigned
+    (``xq (1, 32, 64) · xk (1, 32, 32)``), noting runs whose shapes vary (:func:`labels.line_label`)."""
+    return labels.line_label(info.output), labels.result_text(info.output)
 
 
 def parameters_label(entries: list[dict]) -> tuple[str, str]:
@@ -126,21 +162,23 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
             continue
         stale = state.stale or state.error is not None
         name = state.name_for(rel, path)
+        # deltas only on a fresh result: a stale one is compared with what was analysed, not the text
+        comparison = state.comparison if not stale else None
         if settings.totals and state.key.file == name:
-            add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals, headline), None,
-                                                     _tooltip(state, totals_tooltip(view, headline)), stale))
+            add(state.line, "totals", lambda: _hint(lines, state.line, labels.totals_label(view.totals, headline, comparison),
+                                                     None, _tooltip(state, totals_tooltip(view, headline, comparison)), stale))
         for line, info in sorted(state.lines_in(name, lines.lines).items()):
-            # The root module's cost is what the totals hint on the target line already says; a line
-            # that built the root's children without the root (a library model) gets the root's.
-            defined = view.line_modules([p for p in info.defined if p])
-            if defined == [""] and "" in info.defined:
+            # The line that built the model (``model = Whisper(dims)``, or a library model's
+            # constructor) gets the root's hint; the target's own line has it as the totals already.
+            own_line = name == state.key.file and line == state.line
+            defined = view.line_modules(info.defined)
+            if defined == [""] and own_line:
                 defined = []
             if settings.modules and defined:
-                label, tip = module_label(view, defined, headline)
+                label, tip = module_label(view, defined, headline, comparison)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
-            own_line = name == state.key.file and line == state.line
             if settings.modules and info.instances and not own_line:
-                label, tip = module_label(view, info.instances, headline)
+                label, tip = module_label(view, info.instances, headline, comparison)
                 add(line, "module", lambda: _hint(lines, line, label, types.InlayHintKind.Type, _tooltip(state, tip), stale))
             if settings.latency and defined and (measured := layer_latency(state, defined)) is not None:
                 add(line, "latency", lambda: _hint(lines, line, fmt.metric_text(measured, "seconds"), None, _tooltip(
@@ -174,7 +212,7 @@ def register(server: LanguageServer) -> None:
         states = ls.states_for(document)
         settings = ls.session.settings
         version = (hash(document.text), settings.inlayHints, settings.headline,
-                   tuple((s.view, s.error, s.stale) for s in states))  # views compare by identity
+                   tuple((s.view, s.error, s.stale, s.comparison) for s in states))  # views compare by identity
         cached = built.get(document.path)
         if cached is None or cached[0] != version:
             cached = built[document.path] = (version, build_inlay_hints(

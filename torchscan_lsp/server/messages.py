@@ -13,6 +13,7 @@ __all__ = [
     "MEASURE_MEMORY",
     "MEASURE_TRAINING",
     "PLAN_TRAINING",
+    "COMPARE_REPORT",
     "COMMANDS",
     "STATUS_METHOD",
     "STALE_NOTE",
@@ -30,7 +31,8 @@ MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
 MEASURE_TRAINING = "torchscan.measureTraining"
 PLAN_TRAINING = "torchscan.planTraining"
-COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING)
+COMPARE_REPORT = "torchscan.compareReport"
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING, COMPARE_REPORT)
 
 STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""
@@ -75,7 +77,7 @@ _ERROR_ADVICE = {
     "factory": "the factory raised while building the model",
     "forward": "the forward pass failed on the given inputs",  # the worker's message advises what fits the case
     "result": "the factory did not return a model",
-    "strict": "strict mode refused an incomplete analysis; count what is missing, or name fewer counts in the strict option",
+    "strict": "strict mode refused an incomplete analysis; count what is missing, or check less: strict=\"headline\" or fewer counts",
     "timeout": "the analysis did not finish in time",
     "memory": "the analysis ran out of its memory limit",  # the message names the setting (or flag) to raise
     "crash": "the worker process crashed",

@@ -10,7 +10,14 @@ is only known after it ran.
 
 The editor's session also keeps its results on disk (setting ``torchscan.cacheResults``), one JSON
 file per key under :func:`cache_folder` ``("results")``, so that a reopened editor shows the hints of
-unchanged targets without running them again.
+unchanged targets without running them again. What is read back is checked against the contract
+(:func:`~torchscan_lsp.contract.conformance.result_problem`: the result's types and its report's
+schema version) and against this file's layout; anything else is dropped, said once in the log,
+and the target runs again. A folder that cannot be created or written to keeps nothing: the
+cache says why once (:attr:`ResultCache.problem`) and works from memory.
+
+The session calls :meth:`ResultCache.get` and :meth:`ResultCache.put` from worker threads (they
+hash files and read and write JSON): a lock keeps the entries consistent.
 """
 
 from __future__ import annotations
@@ -18,27 +25,46 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from torchscan_lsp.contract.conformance import result_problem, type_problem
 from torchscan_lsp.version import package_version
+
+log = logging.getLogger(__name__)
 
 FileHash = Callable[[str], "str | None"]
 """Returns the content hash of a workspace-relative file (buffer or disk), ``None`` if unreadable."""
 
-FORMAT = 2
-"""Version of the entry layout on disk; part of every key, so an older layout is never read."""
+FORMAT = 3
+"""Version of the entry layout on disk; part of every key, and written in every entry (``format``),
+so an entry of another layout is never taken."""
+
+Variant = tuple[dict, dict[str, "str | None"]]
+"""One kept result and the content hashes of the workspace files it imported, by relative path."""
 
 
 def cache_folder(kind: str, root: str | None = None) -> Path:
     """This package's folder of ``kind`` under the user's cache directory, created on demand:
     ``$XDG_CACHE_HOME/torchscan-lsp/<kind>`` (``~/.cache`` without the variable); with a workspace
     ``root``, one folder per workspace inside it, named by the root's folder name and a short hash
-    of its absolute path, so that two projects with the same names never share files."""
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchscan-lsp" / kind
+    of its absolute path, so that two projects with the same names never share files.
+
+    Raises:
+        OSError: the folder cannot be created (a read-only parent, ``XDG_CACHE_HOME`` naming a
+            file, a home folder that is not writable), or no home folder is known without
+            ``XDG_CACHE_HOME`` (``Path.home()``'s ``RuntimeError``, turned into an ``OSError``).
+    """
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError as error:  # no HOME and no password entry for this user
+        raise OSError(f"XDG_CACHE_HOME is not set and the home folder is unknown ({error})") from error
+    folder = base / "torchscan-lsp" / kind
     if root is not None:
         digest = hashlib.sha256(str(Path(root).resolve()).encode("utf-8")).hexdigest()[:10]
         folder /= f"{re.sub(r'[^A-Za-z0-9_.-]', '_', Path(root).name) or 'root'}-{digest}"
@@ -87,62 +113,114 @@ class ResultCache:
         folder: where entries are also kept on disk (:meth:`persist`); ``None``: memory only.
         max_files: the least recently written files in ``folder`` are deleted beyond this many.
         variants: results kept per key.
+
+    Attributes:
+        problem: why results are not kept on disk although a folder was asked for (it cannot be
+            created, or written to), in words for the user; ``None`` while they are kept.
     """
 
     def __init__(self, max_entries: int = 64, folder: Path | None = None, max_files: int = 512,
                  variants: int = 4) -> None:
-        self._entries: dict[str, list[tuple[dict, dict[str, str | None]]]] = {}
+        self._entries: dict[str, list[Variant]] = {}
         self._max = max_entries
         self.folder = folder
+        self.problem: str | None = None
+        self._writable = folder is not None
+        self._rejected: set[str] = set()
+        self._lock = threading.RLock()
         self._max_files = max_files
         self._variants = variants
 
-    def persist(self, folder: Path | None) -> None:
-        """Keep entries in ``folder`` from now on (``None``: in memory only)."""
-        self.folder = folder
+    def persist(self, folder: Callable[[], Path] | Path | None) -> None:
+        """Keep entries on disk from now on, in ``folder`` (or the folder it returns: a call of
+        :func:`cache_folder`, which may raise), or in memory only with ``None``.
+
+        A folder that cannot be created leaves the cache in memory only; one that cannot be written
+        to (read-only) is still read. Either way :attr:`problem` says why results are not kept.
+        """
+        self.problem = None
+        if callable(folder):
+            try:
+                folder = folder()
+            except OSError as error:
+                self.folder, self._writable = None, False
+                self.problem = f"results are not kept between sessions: the cache folder cannot be created ({_reason(error)})"
+                return
+        self.folder, self._writable = folder, folder is not None
+        if folder is not None:
+            try:  # a read-only folder would drop every write in silence
+                handle, probe = tempfile.mkstemp(dir=folder, suffix=".tmp")
+                os.close(handle)
+                os.unlink(probe)
+            except OSError as error:
+                self._refuse_writes(folder, error)
+
+    def _refuse_writes(self, folder: Path, error: OSError) -> None:
+        self._writable = False
+        self.problem = f"results are not kept between sessions: cannot write in {folder} ({_reason(error)})"
 
     def put(self, key: str, result: dict, file_hash: FileHash) -> None:
-        """Store an ``ok`` result (failures are never cached: the next run may succeed)."""
+        """Store an ``ok`` result (failures are never cached: the next run may succeed); hashes
+        the files it imported (``file_hash``) and writes the entry's file."""
         if not result.get("ok"):
             return
         imported = {name: file_hash(name) for name in result.get("imported_files") or []}
-        known = self._entries.get(key)
-        if known is None:
-            known = self._read(key)
-        variants = [(result, imported), *(v for v in known if v[1] != imported)][: self._variants]
-        self._remember(key, variants)
-        if self.folder is not None:
-            self._write(key, {"variants": [{"result": r, "imported": i} for r, i in variants]})
+        with self._lock:
+            known = self._entries.get(key)
+            if known is None:
+                known = self._read(key)
+            variants = [(result, imported), *(v for v in known if v[1] != imported)][: self._variants]
+            self._remember(key, variants)
+            if self.folder is not None and self._writable:
+                self._write(key, {"format": FORMAT, "variants": [{"result": r, "imported": i} for r, i in variants]})
 
     def get(self, key: str, file_hash: FileHash) -> dict | None:
         """The stored result for ``key`` (in memory, else on disk) whose imported files all still
-        have the stored hashes and whose library files their modification times, if any."""
-        variants = self._entries.get(key)
-        if variants is None:
-            variants = self._read(key)
-            if variants:
-                self._remember(key, variants)
+        have the stored hashes (``file_hash``) and whose library files their modification times,
+        if any."""
+        with self._lock:
+            variants = self._entries.get(key)
+            if variants is None:
+                variants = self._read(key)
+                if variants:
+                    self._remember(key, variants)
         for result, imported in variants:
             if (all(file_hash(name) == digest for name, digest in imported.items())
                     and _stamps_hold(result.get("library_stamps") or {})):
                 return result
         return None
 
-    def _remember(self, key: str, variants: list[tuple[dict, dict[str, str | None]]]) -> None:
+    def _remember(self, key: str, variants: list[Variant]) -> None:
         self._entries.pop(key, None)
         self._entries[key] = variants
         while len(self._entries) > self._max:
             self._entries.pop(next(iter(self._entries)))
 
-    def _read(self, key: str) -> list[tuple[dict, dict[str, str | None]]]:
-        if self.folder is None:
+    def _read(self, key: str) -> list[Variant]:
+        """The variants kept in ``key``'s file; ``[]`` when there is none, or when it is not an
+        entry of this layout holding results of this contract (said once in the log)."""
+        if self.folder is None or key in self._rejected:
             return []
+        path = self.folder / f"{key}.json"
         try:
-            entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
-            variants = [(v["result"], v["imported"]) for v in entry["variants"]]
-        except (OSError, ValueError, KeyError, TypeError):  # absent, or written by a process that died
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return []
-        return [(r, i) for r, i in variants if isinstance(r, dict) and r.get("ok") and isinstance(i, dict)]
+        except (OSError, UnicodeDecodeError) as error:
+            return self._reject(key, path, f"cannot be read ({error})")
+        try:
+            entry = json.loads(text)
+        except ValueError as error:  # written by a process that died mid-file, or not by us
+            return self._reject(key, path, f"is not JSON ({error})")
+        problem = _entry_problem(entry)
+        if problem is not None:
+            return self._reject(key, path, problem)
+        return [(v["result"], v["imported"]) for v in entry["variants"]]
+
+    def _reject(self, key: str, path: Path, why: str) -> list[Variant]:
+        self._rejected.add(key)
+        log.warning("dropped the kept result %s: it %s; the target runs again", path, why)
+        return []
 
     def _write(self, key: str, entry: dict) -> None:
         """Write ``entry`` atomically (a reader sees the old file or the new one), then prune."""
@@ -155,10 +233,36 @@ class ResultCache:
                 json.dump(entry, out, separators=(",", ":"))
             os.replace(temporary, self.folder / f"{key}.json")
             temporary = None
+            self._rejected.discard(key)
             files = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
             for old in files[: max(0, len(files) - self._max_files)]:
                 old.unlink()
-        except OSError:  # a full disk or a read-only cache costs the reuse, never the result
+        except OSError as error:  # a full disk or a read-only cache costs the reuse, never the result
             if temporary is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
+            if self.problem is None:
+                self._refuse_writes(self.folder, error)
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What makes ``entry`` (a file's JSON) not an entry of layout :data:`FORMAT` whose every
+    variant is a successful result of the contract with the hashes of its imported files."""
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        found = entry.get("format") if isinstance(entry, dict) else None
+        return f"is not a results entry of layout {FORMAT} (its format: {found!r})"
+    problem = type_problem(entry.get("variants"), list[dict[str, Any]], "variants")
+    for index, variant in enumerate(entry["variants"] if problem is None else []):
+        where = f"variants[{index}]"
+        problem = (type_problem(variant.get("imported"), dict[str, str | None], f"{where}.imported")
+                   or (f"{where}.result: {found}" if (found := result_problem(variant.get("result"))) else None))
+        if problem is not None:
+            break
+    return None if problem is None else f"does not hold results of this version ({problem})"
+
+
+def _reason(error: OSError) -> str:
+    """An ``OSError`` in a few words: ``Permission denied: '/ro/torchscan-lsp'``."""
+    if error.strerror and error.filename:
+        return f"{error.strerror}: {str(error.filename)!r}"
+    return error.strerror or str(error)

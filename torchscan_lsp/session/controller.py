@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
-from torchscan_lsp.session.jobs import Limits, build_job, build_render_job
+from torchscan_lsp.session.jobs import Limits, build_job, build_render_job, effective_options
+from torchscan_lsp.session.listener import Listener, Silent
+from torchscan_lsp.session.outcome import Outcome, prepare, take
 from torchscan_lsp.session.planning import Plans
-from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
 from torchscan_lsp.session.settings import Settings, resolve
@@ -37,31 +39,6 @@ RunJob = Callable[..., Awaitable[dict]]
 """``async (job, *, python, timeout_s, memory_mb) -> result``: :func:`torchscan_lsp.worker.client.run`."""
 
 
-class Listener(Protocol):
-    """What the session tells its owner."""
-
-    def job_started(self, state: TargetState, task: asyncio.Task, title: str | None = None) -> None:
-        """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
-        ``title`` says what it does when it is not an analysis (a plan)."""
-
-    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
-        """The job ``task`` of ``state`` reported progress: ``{"message": str, "done": fraction}``."""
-
-    def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
-        """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
-
-
-class _Silent:
-    def job_started(self, state: TargetState, task: asyncio.Task, title: str | None = None) -> None:
-        pass
-
-    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
-        pass
-
-    def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
-        pass
-
-
 class Session:
     """Owns the documents, target states, cache and scheduler of one server (or one ``check`` or
     ``scan`` run).
@@ -75,26 +52,23 @@ class Session:
         keep_results: keep results on disk too, as the setting ``cacheResults`` says (the editor's
             session; a command measures what it is pointed at).
         auto_plan: plan a target whose options ask for a plan after each of its analyses
-            (:mod:`.planning`; ``check`` does not).
-
-    Attributes:
-        plan_every: plan every target after its analysis, asked for (``scan --plan``).
+            (:class:`~torchscan_lsp.session.planning.Plans`; ``check`` does not).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
                  run_job: RunJob = worker_client.run, keep_results: bool = False, auto_plan: bool = True) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
-        self.listener = listener or _Silent()
+        self.listener = listener or Silent()
         self.run_job = run_job
         self.store = Store()
         self.cache = ResultCache()
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
-        self.plans = Plans(self)
-        self.auto_plan = auto_plan
-        self.plan_every = False
+        self.plans = Plans(self, auto=auto_plan)
+        self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
+        self._told_cache_problem: str | None = None
 
     @property
     def may_execute(self) -> bool:
@@ -126,19 +100,23 @@ class Session:
         new, problems = resolve(defaults, overrides)
         old, self.settings = self.settings, new
         self.scheduler.set_max_workers(new.maxWorkers)
-        self.cache.persist(cache_folder("results") if self.keep_results and new.cacheResults else None)
+        self.cache.persist((lambda: cache_folder("results")) if self.keep_results and new.cacheResults else None)
+        self.baselines.persist(self.keep_results and new.cacheResults)
+        self._tell_cache_problem()
         return old, problems
 
     # documents -------------------------------------------------------------------------------
 
-    def open(self, path: str, root: str, text: str, *, saved: bool = True) -> Document:
-        """Track (or re-track) a document and scan it; returns it. Does not analyse."""
+    def open(self, path: str, root: str, text: str, *, saved: bool = True, from_disk: bool = False) -> Document:
+        """Track (or re-track) a document and scan it; returns it. Does not analyse. ``from_disk``:
+        no front end opened it; it was read for a target whose model imports a changed file."""
         rel = relative(path, root) or Path(path).name
         document = self.store.documents.get(path)
         if document is None:
             document = Document(path=path, root=root, rel=rel, text=text, saved_hash=content_hash(text))
             self.store.documents[path] = document
         document.text = text
+        document.from_disk = from_disk
         if saved:
             document.saved_hash = content_hash(text)
         self._rescan(document)
@@ -172,14 +150,27 @@ class Session:
         schedule a debounced analysis of the buffer. Returns the file's target states."""
         document = self.store.documents[path]
         document.text = text
-        states = self._rescan(document)
+        states = self._mark_stale(document, self._rescan(document))
+        if self.settings.analyzeOnType and self.may_execute:
+            self.analyse(document, unsaved=True, delay_s=self.settings.debounceMs / 1000.0)
+        return states
+
+    def reread(self, document: Document, text: str) -> list[TargetState]:
+        """``document``'s file holds new ``text`` on disk and its buffer has no unsaved edits (a
+        checkout, a code generator): take the text as saved, rescan it, and mark stale the results
+        it no longer matches. Returns the file's target states and those of other files whose
+        models import it. Does not analyse."""
+        self.open(document.path, document.root, text, saved=True, from_disk=document.from_disk)
+        return self._mark_stale(document, self.store.states_in(document.root, document.rel))
+
+    def _mark_stale(self, document: Document, states: list[TargetState]) -> list[TargetState]:
+        """Mark ``states`` (``document``'s) stale where their result is of other text, and those of
+        other files whose models import it; returns both."""
         for state in states:
-            state.stale = state.view is not None and content_hash(text) != state.analysed_hash
+            state.stale = state.view is not None and content_hash(document.text) != state.analysed_hash
         dependents = list(self.store.dependents(document.root, document.rel))
         for state in dependents:  # their models import this file: their hints no longer hold
             state.stale = True
-        if self.settings.analyzeOnType and self.may_execute:
-            self.analyse(document, unsaved=True, delay_s=self.settings.debounceMs / 1000.0)
         return states + dependents
 
     def _rescan(self, document: Document) -> list[TargetState]:
@@ -207,6 +198,11 @@ class Session:
 
         return digest
 
+    def target_options(self, state: TargetState) -> dict[str, Any]:
+        """The options ``state``'s target runs with (:func:`~.jobs.effective_options`): its budgets
+        among them."""
+        return effective_options(state.target, self.workspace_config(state.key.root).defaults, self.settings)
+
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:
         """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`)."""
@@ -218,8 +214,10 @@ class Session:
                 unsaved: bool = False, delay_s: float = 0.0, use_cache: bool = True) -> list[TargetState]:
         """Analyse the targets of ``document`` (all, or those ``names``); returns their states.
 
-        Untrusted workspaces get no job, only the ``untrusted`` mark. Results come from the cache
-        when valid, otherwise from a worker job (the older job of the same target is cancelled).
+        Untrusted workspaces get no job, only the ``untrusted`` mark. Every other target gets a job
+        (the older job of the same target is cancelled): it looks the result up in the cache off
+        the event loop (hashing the files the model imported), and runs a worker only when no
+        valid result is kept.
         """
         wanted = set(names) if names is not None else None
         states = [s for s in self.store.states_in(document.root, document.rel) if wanted is None or s.key.name in wanted]
@@ -235,15 +233,8 @@ class Session:
             job, limits = self.job_for(document, state, measure=measure, unsaved=unsaved)
             text = document.text
             key = job_key(job, content_hash(text), self.settings.interpreter)
-            cached = self.cache.get(key, self.file_hash(document.root)) if use_cache else None
-            if cached is not None:
-                self.scheduler.cancel(state.key)
-                changed.append(self._apply(state, cached, text))
-                self._after(state, unsaved)
-                continue
-            self.plans.cancel(state)  # a plan of the code before this analysis no longer holds
-            self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text: self._job(s, j, x, k, t),
-                                  delay_s=delay_s)
+            self.scheduler.submit(state.key, lambda s=state, j=job, x=limits, k=key, t=text, c=use_cache:
+                                  self._job(s, j, x, k, t, c), delay_s=delay_s, bounded=False)
         if changed:
             self._notify(changed, set())
         return states
@@ -260,7 +251,8 @@ class Session:
             owner = self.store.documents.get(owner_path)
             if owner is None:  # the target's file is not open: read it from disk
                 try:
-                    owner = self.open(owner_path, state.key.root, Path(owner_path).read_text(encoding="utf-8"))
+                    owner = self.open(owner_path, state.key.root, Path(owner_path).read_text(encoding="utf-8"),
+                                      from_disk=True)
                 except (OSError, UnicodeDecodeError):
                     continue
             self.analyse(owner, [state.key.name])
@@ -276,12 +268,28 @@ class Session:
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _job(self, state: TargetState, job: dict, limits: Limits, key: str, text: str) -> None:
+    async def _job(self, state: TargetState, job: dict, limits: Limits, key: str, text: str, use_cache: bool) -> None:
         task = asyncio.current_task()
+        before = state.files
+        if use_cache:
+            kept = await asyncio.to_thread(self._kept, state, key, job["workspace_root"], text)
+            if kept is not None:
+                if self.scheduler.is_current(state.key, task):
+                    take(state, kept)
+                    self._notify([state], before)
+                    self.scheduler.submit(("compare", state.key), lambda s=state: self.baselines.compare([s]))
+                    self.plans.after_analysis(state, unsaved=job.get("source_text") is not None)
+                return
+        self.plans.cancel(state)  # a plan of the code before this analysis no longer holds
+        async with self.scheduler.slot():
+            await self._run_worker(state, task, job, limits, key, text, before)
+
+    async def _run_worker(self, state: TargetState, task: asyncio.Task | None, job: dict, limits: Limits, key: str,
+                          text: str, before: set[str]) -> None:
         state.running = True
         self.listener.job_started(state, task)
         self._notify([state], set())
-        before = state.files
+        ahead = self.baselines.resolve_ahead(state)  # git answers while the worker runs
         try:
             result = await self.run_job(job, python=limits.python, timeout_s=limits.timeout_s,
                                         memory_mb=limits.memory_mb)
@@ -295,54 +303,35 @@ class Session:
             result = failure(job["target"], "crash", f"the worker client failed: {error}")
         if not self.scheduler.is_current(state.key, task):
             return
-        state.running = False
-        if result.get("ok"):
-            self.cache.put(key, result, self.file_hash(job["workspace_root"]))
-        self._apply(state, result, text)
+        if result.get("ok"):  # hashing the imported files and writing the entry: off the event loop
+            await asyncio.to_thread(self.cache.put, key, result, self.file_hash(job["workspace_root"]))
+            self._tell_cache_problem()
+        outcome = await asyncio.to_thread(prepare, state.key, result, text)
+        if not self.scheduler.is_current(state.key, task):
+            return
+        take(state, outcome)
+        if result.get("ok"):  # its deltas with it, in the same refresh
+            await self.baselines.refresh(state, ahead)
         self._notify([state], before)
         if result.get("ok"):
-            self._after(state, job.get("source_text") is not None)
+            self.plans.after_analysis(state, unsaved=job.get("source_text") is not None)
 
-    def _after(self, state: TargetState, unsaved: bool) -> None:
-        """After a good result of ``state``: its plan, when its options ask for one (or every
-        target's, asked for, with :attr:`plan_every`)."""
-        if self.plan_every:
-            document = self.store.documents.get(str(Path(state.key.root, state.key.file)))
-            if document is not None:
-                self.plans.request(document, [state.key.name], requested=True, unsaved=unsaved)
-        elif self.auto_plan:
-            self.plans.after_analysis(state, unsaved=unsaved)
+    def _kept(self, state: TargetState, key: str, root: str, text: str) -> Outcome | None:
+        """The kept result of ``key`` that still holds, prepared; ``None`` without one. Runs in a
+        thread: it hashes every file the result imported."""
+        result = self.cache.get(key, self.file_hash(root))
+        return None if result is None else prepare(state.key, result, text)
 
-    def _apply(self, state: TargetState, result: dict, text: str) -> TargetState:
-        """Take ``result`` of ``state``'s job, whose target file read ``text``."""
-        if result.get("ok"):
-            state.analysed_hash = content_hash(text)
-            state.view = ResultView(result)
-            state.set_analysed_texts(self._texts(state, text, {file for file, _ in state.view.lines}))
-            state.error = None
-            state.stale = False
-            # a failure is the latest job's only: a later analysis that did not measure clears it
-            state.measurements = {kind: record for kind, record in state.measurements.items()
-                                  if not (isinstance(record, dict) and "error" in record)}
-            state.measurements.update(result.get("measurements") or {})
-        else:
-            state.error = result
-            state.set_error_texts(self._texts(state, text, {(result.get("error") or {}).get("file")} - {None}))
-            state.stale = state.view is not None
-        return state
+    def _tell_cache_problem(self) -> None:
+        """Tell the listener, once, why results are not kept on disk (:attr:`ResultCache.problem`)."""
+        problem = self.cache.problem
+        if problem is not None and problem != self._told_cache_problem:
+            self._told_cache_problem = problem
+            self.listener.notice(problem)
 
-    def _texts(self, state: TargetState, text: str, files: set[str]) -> dict[str, str]:
-        """The texts ``state``'s new result was computed from: ``text`` for its own file, and for
-        each other of ``files`` (those it names lines of) the file on disk (the worker imports files
-        from disk; an unchanged file is what a cached result read too). A file that cannot be read
-        is left out, and its lines are taken as they are."""
-        texts = {state.key.file: text}
-        for rel in files - {state.key.file}:
-            try:
-                texts[rel] = Path(state.key.root, rel).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-        return texts
+    def notify_states(self, states: list[TargetState]) -> None:
+        """Tell the listener that ``states`` changed (a baseline arrived)."""
+        self._notify(states, set())
 
     def _notify(self, states: list[TargetState], before: set[str]) -> None:
         files: set[tuple[str, str]] = set()

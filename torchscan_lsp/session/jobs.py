@@ -6,6 +6,9 @@ table's ``device``), and the target's own pragma or decorator options. ``measure
 are lifted out of the options into the job: the measurements join the ones asked for, and the
 time limit is the target's ``timeout``, else the ``torchscan.timeoutSeconds`` setting (which
 defaults to the table's ``timeout``). The memory limit and the interpreter are the settings'.
+The options of budgets and baselines (``budget``, ``max_increase``, ``compare_with``) are the
+session's and never reach the worker, but for a budget's ``train_memory``: the training step's
+memory budget, which the worker holds the estimate against (:func:`effective_options`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, PlanJob, RenderJob, analysis_job, plan_job, render_job
 from torchscan_lsp.session.settings import Settings
+from torchscan_lsp.targets.budgets import COMPARISON_OPTIONS
 from torchscan_lsp.targets.options import merge_options
 
-__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_plan_job", "build_render_job", "target_options",
+__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_plan_job", "build_render_job", "effective_options",
            "timing_asked", "wants_plan"]
 
 JOB_ONLY_OPTIONS = ("measure", "timeout")
@@ -54,19 +58,25 @@ def build_job(
     buffer).
     """
     own = dict(getattr(target, "options", {}) or {})
-    options = target_options(target, defaults, settings)
+    options = effective_options(target, defaults, settings)
     wanted = [*(options.get("measure") or []), *measure]
-    job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in JOB_ONLY_OPTIONS},
+    lifted = JOB_ONLY_OPTIONS + COMPARISON_OPTIONS
+    job = analysis_job(root, path, target.name, {k: v for k, v in options.items() if k not in lifted},
                        source_text=source_text, measure=wanted)
     limits = Limits(settings.python, float(own.get("timeout") or settings.timeoutSeconds), settings.memoryLimitMb)
     return job, limits
 
 
-def target_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    """``target``'s options over the workspace's defaults and the ``device`` setting (``train`` and
-    ``plan`` dicts merge per key: :func:`~torchscan_lsp.targets.options.merge_options`)."""
-    own = dict(getattr(target, "options", {}) or {})
-    return merge_options({**defaults, "device": settings.device}, own)
+def effective_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """The options ``target`` runs with: the workspace ``defaults``, the ``torchscan.device`` setting,
+    then its own (``train``, ``plan``, ``budget`` and ``max_increase`` dicts merged key by key:
+    :func:`~torchscan_lsp.targets.options.merge_options`). A budget's ``train_memory`` is the
+    training step's memory budget when no ``train_memory`` option is given."""
+    options = merge_options({**defaults, "device": settings.device}, dict(getattr(target, "options", {}) or {}))
+    budget = options.get("budget") or {}
+    if budget.get("train_memory") is not None and options.get("train_memory") is None:
+        options["train_memory"] = budget["train_memory"]
+    return options
 
 
 def wants_plan(options: Mapping[str, Any]) -> bool:
@@ -80,7 +90,8 @@ def build_plan_job(root: str, path: str, target: Any, defaults: Mapping[str, Any
                    source_text: str | None = None) -> tuple[PlanJob, Limits]:
     """The plan job of ``target`` (its options as for :func:`build_job`; no ``plan`` option means
     the plan's defaults) and its limits: the time limit is ``torchscan.planTimeoutSeconds``."""
-    options = {k: v for k, v in target_options(target, defaults, settings).items() if k not in JOB_ONLY_OPTIONS}
+    lifted = JOB_ONLY_OPTIONS + COMPARISON_OPTIONS
+    options = {k: v for k, v in effective_options(target, defaults, settings).items() if k not in lifted}
     if not options.get("plan"):
         options["plan"] = True
     job = plan_job(root, path, target.name, options, source_text=source_text)
@@ -94,9 +105,11 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
     return any(TIMING & set((getattr(t, "options", {}) or {}).get("measure") or ()) for t in targets)
 
 
-def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None) -> RenderJob:
-    """The job that renders ``report`` as HTML with its latency, per-layer latency, memory and
-    training-step measurements attached (those that did not fail)."""
+def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
+                     title: str | None = None) -> RenderJob:
+    """The job that renders ``report`` (an analysis report, or a comparison) as HTML with its
+    latency, per-layer latency, memory and training-step measurements attached (those that did not
+    fail), titled ``title`` (``None``: the report's own title)."""
     attached = {name: m for name, m in (measurements or {}).items()
                 if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
-    return render_job(root, report, attached)
+    return render_job(root, report, attached, title)

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.cache import job_key
-from torchscan_lsp.session.jobs import Limits, build_plan_job, target_options, wants_plan
+from torchscan_lsp.session.jobs import Limits, build_plan_job, effective_options, wants_plan
 from torchscan_lsp.session.state import Document, TargetState, content_hash
 
 __all__ = ["PLAN", "Plans", "plan_report"]
@@ -47,10 +47,17 @@ class Plans:
     Args:
         session: the :class:`~torchscan_lsp.session.controller.Session` (its store, scheduler,
             cache, settings, listener and worker; this module cannot import it, which imports this).
+        auto: plan a target whose options ask for a plan after each of its analyses (``check``
+            does not: no plan changes its hints or diagnostics).
+
+    Attributes:
+        every: plan every target after its analysis, asked for (``scan --plan``).
     """
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, *, auto: bool = True) -> None:
         self.session = session
+        self.auto = auto
+        self.every = False
 
     @staticmethod
     def key(state: TargetState) -> tuple[Any, str]:
@@ -92,13 +99,17 @@ class Plans:
         return states
 
     def after_analysis(self, state: TargetState, *, unsaved: bool) -> None:
-        """After ``state``'s analysis succeeded: plan it when its options ask for a plan."""
+        """After ``state``'s analysis succeeded (or a kept result was taken): plan it when
+        :attr:`every` asks (a requested plan), else when :attr:`auto` and its options ask for one."""
         session = self.session
         document = session.store.documents.get(str(Path(state.key.root, state.key.file)))
         if document is None or not session.may_execute:
             return
-        options = target_options(state.target, session.workspace_config(document.root).defaults, session.settings)
-        if wants_plan(options):
+        if self.every:
+            self.request(document, [state.key.name], requested=True, unsaved=unsaved)
+            return
+        options = effective_options(state.target, session.workspace_config(document.root).defaults, session.settings)
+        if self.auto and wants_plan(options):
             self.request(document, [state.key.name], requested=False, unsaved=unsaved)
 
     async def finished(self, state: TargetState) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import is_library
+from torchscan_lsp.session.line_operators import Site, operators_by_line
 from torchscan_lsp.contract.report import (
     MODULE_FORMULA_METRICS,
     OPERATOR_METRICS,
@@ -25,9 +26,6 @@ from torchscan_lsp.contract.report import (
     subtree_layers,
     subtree_total,
 )
-
-Site = tuple[str, int]
-"""A file (workspace-relative with ``/`` separators, or absolute for a library file) and a 1-based line."""
 
 LayerKey = tuple[str, int]
 """A layer's identity in a report: ``(path, call_index)``."""
@@ -46,11 +44,14 @@ class LineInfo:
         called: layer keys of the module calls made from this line, in call order.
         operators: source-map operator entries for this line (``operator``, ``calls``, ``flops``),
             one per operator (the worker's entries per innermost module summed).
+        under: the same for the operators that ran under the plain functions this line called
+            (``xq, xk = apply_rotary_emb(...)``: the helper's operators), outside module calls.
         diagnostics: report diagnostics attributed to this line.
-        output: what the line computed in its first execution, its result: the output of the last
+        output: what the line computed in its first run, its result: the output of the last
             operator it dispatched or module call it made (the source map's ``outputs`` entry:
-            ``output`` metadata, ``operator`` or ``call``, ``layer``, and ``path``, the module whose
-            ``forward`` ran the line), or None.
+            ``output`` metadata, ``operator`` or ``call``, ``layer``, the names it assigned
+            (``targets``), ``runs`` and ``range`` for a line that ran more than once, and ``path``,
+            the module whose ``forward`` ran the line), or None.
         instances: on a ``class`` line, the module paths of the class's instances in the model.
         parameters: the source map's ``parameters`` entries of this line: parameters that model
             code assigned here (``path``, ``name``, ``shape``, ``numel``, ``trainable``).
@@ -59,6 +60,7 @@ class LineInfo:
     defined: list[str] = field(default_factory=list)
     called: list[LayerKey] = field(default_factory=list)
     operators: list[dict] = field(default_factory=list)
+    under: list[dict] = field(default_factory=list)
     diagnostics: list[dict] = field(default_factory=list)
     output: dict | None = None
     instances: list[str] = field(default_factory=list)
@@ -147,6 +149,19 @@ class ResultView:
         self._summaries[key] = summary
         return summary
 
+    def warm(self, file: str) -> None:
+        """Compute the module summaries that the hints of ``file``'s lines show (the outermost
+        modules each line built, the instances of each ``class`` line) now, so that answering its
+        hints is a look-up: the session calls this off the event loop, for the target's own file,
+        before the view is shown. A summary costs time in proportion to the report's layers, and a
+        line may build hundreds of modules."""
+        for info in list(self.lines_in(file).values()):
+            defined = self.line_modules([path for path in info.defined if path])
+            if defined:
+                self.module_summary(defined)
+            if info.instances:
+                self.module_summary(info.instances)
+
     @staticmethod
     def _shared(layers: list[dict]) -> dict[str, Any]:
         """Parameters of ``layers`` counted under modules outside them (each module's first call:
@@ -164,13 +179,13 @@ class ResultView:
         return {"shared_elements": elements, "shared_with": owners}
 
     @functools.cached_property
-    def _known_paths(self) -> dict[str, None]:
+    def known_paths(self) -> dict[str, None]:
         """Every module path the result names (called or never called itself), in call order."""
         return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
 
     def children(self, path: str) -> list[str]:
         """The direct children of module ``path`` that the result names, in first-call order."""
-        return [p for p in self._known_paths if p and ancestors(p)[-1] == path]
+        return [p for p in self.known_paths if p and ancestors(p)[-1] == path]
 
     def line_modules(self, defined: Iterable[str]) -> list[str]:
         """The modules a line built, as it should be summed and named: the outermost of ``defined``
@@ -179,9 +194,12 @@ class ResultView:
         MistralForCausalLM(config)``: the library's constructor ran on that line, and the factory
         returned the model on another)."""
         paths = list(dict.fromkeys(defined))
-        outer = [p for p in paths if not any(above in paths for above in ancestors(p))]
+        members = set(paths)  # a line may build hundreds
+        outer = [p for p in paths if not any(above in members for above in ancestors(p))]
         top = self.children("")
-        if "" not in outer and top and set(top) <= set(outer) and set(top) <= self._library_built:
+        # a container the root holds (diffusers' down_blocks) is named on the line by its children
+        built = [t for t in top if t in outer or any(p.startswith(t + ".") for p in paths)]
+        if "" not in outer and top and built == top and set(top) <= self._library_built:
             return [""]
         return outer
 
@@ -293,28 +311,17 @@ class ResultView:
             if entry.get("file") and entry.get("line") and entry.get("paths"):
                 self.lines[(entry["file"], int(entry["line"]))].instances = list(entry["paths"])
                 self._class_files.update(dict.fromkeys(entry["paths"], entry["file"]))
-        # (file, line, operator) -> the line's entry; module path -> the operators that ran while
-        # its call was the innermost, with their sites
-        merged: dict[tuple[str, int, str], dict] = {}
+        # module path -> the operators that ran while its call was the innermost, with their sites
         self._ops_by_module: dict[str, list[tuple[Site, dict]]] = defaultdict(list)
         for entry in source_map.get("operators") or []:
-            if not (entry.get("file") and entry.get("line")):
-                continue
-            site = (entry["file"], int(entry["line"]))
-            layer = self._layer_key(entry) if "layer" in entry else None
-            module = layer[0] if layer is not None else entry.get("module")
-            if module is not None:
-                self._ops_by_module[module].append((site, entry))
-            key = (*site, entry.get("operator"))
-            if key not in merged:
-                merged[key] = {name: value for name, value in entry.items() if name not in ("module", "layer")}
-                self.lines[site].operators.append(merged[key])
-                continue
-            # one line, one operator, several innermost modules (a helper shared by modules)
-            line_entry = merged[key]
-            line_entry["calls"] = line_entry.get("calls", 0) + entry.get("calls", 0)
-            both = (line_entry.get("flops"), entry.get("flops"))
-            line_entry["flops"] = None if None in both else both[0] + both[1]
+            if entry.get("file") and entry.get("line"):
+                layer = self._layer_key(entry) if "layer" in entry else None
+                module = layer[0] if layer is not None else entry.get("module")
+                if module is not None:
+                    self._ops_by_module[module].append(((entry["file"], int(entry["line"])), entry))
+        for name in ("operators", "under"):
+            for site, entries in operators_by_line(source_map.get(name) or []).items():
+                setattr(self.lines[site], name, entries)
 
     def _module_site(self, path: str) -> Site | None:
         for (entry_path, _), entry in self.module_entries.items():

@@ -27,19 +27,27 @@ class Scheduler:
         """Change the limit for jobs that start from now on (running jobs keep their slot)."""
         self._limit = asyncio.Semaphore(max(1, int(max_workers)))
 
-    def submit(self, key: Hashable, job: Callable[[], Awaitable[Any]], *, delay_s: float = 0.0) -> asyncio.Task:
+    def submit(self, key: Hashable, job: Callable[[], Awaitable[Any]], *, delay_s: float = 0.0,
+               bounded: bool = True) -> asyncio.Task:
         """Start ``job()`` for ``key``, cancelling the job already queued or running for ``key``.
 
         The job waits ``delay_s`` seconds (a debounce: a newer submit cancels it meanwhile), then
         until the cancelled job of ``key`` has finished (its worker process is gone), then for a
-        free slot. Returns its task.
+        free slot. With ``bounded=False`` it waits for no slot: it takes one itself
+        (:meth:`slot`) for the part of its work that needs one (a worker process, after a look-up
+        in the cache that needs none). Returns its task.
         """
         previous = self._tasks.get(key)
         self.cancel(key)
-        task = asyncio.ensure_future(self._run(job, self._limit, delay_s, previous))
+        task = asyncio.ensure_future(self._run(job, self._limit if bounded else None, delay_s, previous))
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
         return task
+
+    def slot(self) -> asyncio.Semaphore:
+        """One of the ``max_workers`` slots, for ``async with``: what a job submitted with
+        ``bounded=False`` holds while its worker runs."""
+        return self._limit
 
     def is_current(self, key: Hashable, task: asyncio.Task | None) -> bool:
         """Whether ``task`` is still the newest job of ``key`` (not superseded)."""
@@ -68,7 +76,7 @@ class Scheduler:
             await asyncio.gather(*pending, return_exceptions=True)
 
     @staticmethod
-    async def _run(job: Callable[[], Awaitable[Any]], limit: asyncio.Semaphore, delay_s: float,
+    async def _run(job: Callable[[], Awaitable[Any]], limit: asyncio.Semaphore | None, delay_s: float,
                    previous: asyncio.Task | None) -> Any:
         # A job ends only after the job it replaced has ended (its worker killed and reaped), also
         # when it is cancelled itself: so a chain of replaced jobs never runs two workers per key.
@@ -77,6 +85,8 @@ class Scheduler:
                 await asyncio.sleep(delay_s)
             if previous is not None:
                 await asyncio.wait({previous})  # (gather would cancel it again if this one is cancelled)
+            if limit is None:
+                return await job()
             async with limit:
                 return await job()
         finally:

@@ -1,8 +1,8 @@
 """Typed server settings: section ``torchscan`` of the editor's configuration.
 
 Sources, later ones winning: the defaults below, the workspace's ``pyproject.toml``
-``[tool.torchscan-lsp]`` table (its ``device`` and ``timeout`` target options are the defaults of
-``device`` and ``timeoutSeconds``: :attr:`~torchscan_lsp.session.workspace.WorkspaceConfig.settings_defaults`),
+``[tool.torchscan-lsp]`` table (its ``device``, ``timeout`` and ``compare_with`` options are the
+defaults of ``device``, ``timeoutSeconds`` and ``compareWith``: :attr:`~torchscan_lsp.session.workspace.WorkspaceConfig.settings_defaults`),
 and the editor's ``workspace/configuration`` answer for section ``torchscan`` (or a command's flags).
 Names may be camelCase or snake_case (``timeoutSeconds``, ``timeout_seconds``). The table of
 settings is in docs/server.md.
@@ -14,6 +14,8 @@ import re
 import sys
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
+
+from torchscan_lsp.targets.budgets import COMPARISON_HELP, check_compare_with
 
 SECTION = "torchscan"
 
@@ -64,6 +66,9 @@ class Settings:
             ran) or ``"modules"`` (this project's module formulas, which also give DMAs).
         receptiveFieldNotes: information diagnostics where a convolutional model's receptive field
             could not be derived (off: the hover still shows the receptive field).
+        compareWith: the baseline each target's deltas and ``max_increase`` compare with:
+            ``"HEAD"`` (the files as committed), another git ref (``"main"``), ``"save"`` (the
+            target's previous analysis in this session) or ``"off"`` (:mod:`~torchscan_lsp.session.baselines`).
         cacheResults: keep the editor's finished analyses on disk (under
             ``$XDG_CACHE_HOME/torchscan-lsp/results``), so that a reopened editor shows the results of
             unchanged targets at once (:mod:`~torchscan_lsp.session.cache` says what "unchanged" covers).
@@ -82,6 +87,7 @@ class Settings:
     headline: str = "operators"
     receptiveFieldNotes: bool = False
     cacheResults: bool = True
+    compareWith: str = "HEAD"
     inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
 
     @property
@@ -105,6 +111,12 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     elif isinstance(default, (int, float)) and not isinstance(default, bool):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return type(default)(value)
+    elif name == "compareWith":
+        try:
+            check_compare_with(value)
+        except ValueError:
+            raise ValueError(f"setting {SECTION}.{name} must be {COMPARISON_HELP['compare_with']}, got {value!r}") from None
+        return value
     elif name in CHOICES:
         if value in CHOICES[name]:
             return value

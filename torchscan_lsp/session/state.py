@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from torchscan_lsp.session.deltas import Comparison
 from torchscan_lsp.session.line_map import IDENTITY, LineMap
 from torchscan_lsp.session.results import LineInfo, ResultView
 
@@ -52,6 +53,8 @@ class Document:
         problems: problems of the latest scan (syntax errors, bad pragmas).
         retained: names of targets the latest scan lost to an error, kept with their last results.
         scanned_text: the text of the latest scan, so that retained targets follow later edits.
+        from_disk: no front end opened the file: the session read it from disk for a target whose
+            model imports a file that changed (its targets are analysed, not shown).
     """
 
     path: str
@@ -63,6 +66,7 @@ class Document:
     problems: list[Any] = field(default_factory=list)
     retained: set[str] = field(default_factory=set)
     scanned_text: str = ""
+    from_disk: bool = False
 
     @property
     def lines(self) -> list[str]:
@@ -89,6 +93,9 @@ class TargetState:
             text (:meth:`line_map`), so hints and hovers follow unsaved edits.
         error_texts: the same for the latest failure (the file that raised), so that its error
             follows unsaved edits too.
+        previous_view: the good result before :attr:`view` (the baseline ``"save"``).
+        comparison: the good result against its baseline (:mod:`~torchscan_lsp.session.baselines`),
+            or ``None`` (``compare_with="off"``, or not compared yet).
         planning: a plan job is in flight (``measurements["plan"]`` is the last plan's).
         plan_hash: content hash of the file text the last plan (``measurements["plan"]``) ran on.
     """
@@ -104,6 +111,8 @@ class TargetState:
     analysed_hash: str | None = None
     analysed_texts: dict[str, str] = field(default_factory=dict)
     error_texts: dict[str, str] = field(default_factory=dict)
+    previous_view: ResultView | None = None
+    comparison: Comparison | None = None
     planning: bool = False
     plan_hash: str | None = None
     _line_maps: dict[tuple[bool, str], tuple[list[str], LineMap]] = field(default_factory=dict, repr=False,
@@ -232,6 +241,16 @@ class Store:
             state.target = target
             states.append(state)
         return states
+
+    def shown_states(self) -> list[TargetState]:
+        """The target states whose results an open document shows: those defined in a document a
+        front end opened (not one read from disk, :attr:`Document.from_disk`), and those with
+        something to say about one (their model ran through it)."""
+        opened = [d for d in self.documents.values() if not d.from_disk]
+        files = {(d.root, d.rel) for d in opened} | {("", Path(d.path).as_posix()) for d in opened}
+        return [state for state in self.targets.values()
+                if (state.key.root, state.key.file) in files
+                or any((state.key.root, rel) in files or ("", rel) in files for rel in state.files)]
 
     def dependents(self, root: str, rel: str) -> Iterable[TargetState]:
         """States of other files' targets whose last result imported ``rel``."""

@@ -1,7 +1,8 @@
 """A target's training-step report (``measurements["train"]``), read once for every front end.
 
 :func:`training_summary` turns the engine's ``analyse_training_step`` report into the rows a hover
-card, ``scan`` and ``check`` show: the step's FLOPs by phase, the peak memory by category from both
+card, ``scan`` and ``check`` show: the parameters it trains (``trainable 88 of 300 parameters``:
+a frozen backbone or LoRA's base weights get no gradient and no optimizer state), the step's FLOPs by phase, the peak memory by category from both
 methods side by side (the estimate's categories first, then those only the measurement names), the
 peak and its phase, the derived CUDA figures, the budget and whether the two methods agree. Only the
 wording differs between front ends; the numbers and their order come from here.
@@ -39,6 +40,8 @@ class TrainingSummary:
 
     Attributes:
         setup: the step in words (``adamw, batch 32, bfloat16 on cuda``).
+        trainable: ``trainable 88 of 300 parameters`` (elements; a lower bound behind ``≥``), or
+            ``""`` when no method ran the step.
         flops: ``(phase, text, status)`` for forward, backward and their sum.
         categories: ``(category, estimated text, measured text)``; ``—`` where a method has no
             such category.
@@ -49,6 +52,7 @@ class TrainingSummary:
     """
 
     setup: str
+    trainable: str = ""
     flops: list[tuple[str, str, str]] = field(default_factory=list)
     categories: list[tuple[str, str, str]] = field(default_factory=list)
     peaks: list[tuple[str, str]] = field(default_factory=list)
@@ -67,6 +71,13 @@ def _setup(options: Mapping[str, Any], estimated: Mapping[str, Any]) -> str:
     if "foreach" in estimated:
         parts.append("foreach" if estimated["foreach"] else "for-loop")
     return ", ".join(parts) + f" on {options.get('device', '?')}"
+
+
+def _trainable(parameters: Mapping[str, Any] | None) -> str:
+    if not isinstance(parameters, Mapping) or not parameters.get("parameters"):
+        return ""
+    return (f"trainable {fmt.metric_text(parameters.get('trainable_parameters'), '')} of "
+            f"{fmt.metric_text(parameters['parameters'], '')} parameters")
 
 
 def _peak_text(method: Mapping[str, Any], phase: str | None) -> str:
@@ -121,7 +132,7 @@ def training_summary(report: Mapping[str, Any]) -> TrainingSummary:
     """The rows of ``report`` (an ``analyse_training_step`` report) for a front end."""
     memory = report.get("memory") or {}
     estimated, measured = memory.get("estimated") or {}, memory.get("measured") or {}
-    summary = TrainingSummary(_setup(report.get("options") or {}, estimated))
+    summary = TrainingSummary(_setup(report.get("options") or {}, estimated), _trainable(report.get("parameters")))
     totals = (report.get("flops") or {}).get("totals") or {}
     for label, key in FLOP_ROWS:
         metric = totals.get(key)

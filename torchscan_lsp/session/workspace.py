@@ -10,8 +10,9 @@ about where a workspace starts, which folders hold no model code, or what ``pypr
   and :data:`SKIPPED_DIRS`; a file found that way is analysed only when it mentions
   ``torchscan`` (a file named on the command line always is) (:func:`python_files`);
 * ``[tool.torchscan-lsp]`` is read once per root (:func:`read_config`): its options, validated as
-  pragma options are, become every target's defaults, and its ``device`` and ``timeout`` the
-  defaults of the ``torchscan.device`` and ``torchscan.timeoutSeconds`` settings.
+  pragma options are, become every target's defaults, and its ``device``, ``timeout`` and
+  ``compare_with`` the defaults of the ``torchscan.device``, ``torchscan.timeoutSeconds`` and
+  ``torchscan.compareWith`` settings.
 
 Nothing here imports torch or pygls.
 """
@@ -73,8 +74,10 @@ class WorkspaceConfig:
 
     @property
     def settings_defaults(self) -> dict[str, Any]:
-        """The settings the table sets: its ``device`` and its ``timeout`` (as ``timeoutSeconds``)."""
-        found = {"device": self.defaults.get("device"), "timeoutSeconds": self.defaults.get("timeout")}
+        """The settings the table sets: its ``device``, its ``timeout`` (as ``timeoutSeconds``) and its
+        ``compare_with`` (as ``compareWith``)."""
+        found = {"device": self.defaults.get("device"), "timeoutSeconds": self.defaults.get("timeout"),
+                 "compareWith": self.defaults.get("compare_with")}
         return {key: value for key, value in found.items() if value is not None}
 
 

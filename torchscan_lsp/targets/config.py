@@ -5,6 +5,11 @@
 device = "cpu"
 input_shape = [3, 224, 224]   # TOML has no tuples: one array is one shape
 timeout = 120
+compare_with = "origin/main"  # the baseline of deltas and max_increase (default "HEAD")
+
+[tool.torchscan-lsp.budget]   # merged key by key with a target's own budget, like train
+params = "25M"
+flops = "4.1 GFLOPs"
 
 [tool.torchscan-lsp.plan]     # the training plan's options (a target's plan=True takes them)
 sharding = ["single", "fsdp"]
@@ -20,6 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from torchscan_lsp.contract.budget import budget_problems
 from torchscan_lsp.targets.options import (
     OptionError,
     check_consistency,
@@ -77,15 +83,25 @@ def _key_line(text: str, key: str | None, table: str | None = None) -> int | Non
     return None
 
 
-def _sub_line(text: str, key: str, table: str) -> int | None:
-    """The line of a key of the sub-table ``table`` (``train``, ``plan``): in
+def _sub_line(text: str, table: str, key: str) -> int | None:
+    """The line of a key of a sub-table option (``train``, ``plan``, ``budget``): in
     ``[tool.torchscan-lsp.<table>]``, else the main table's ``<table> = {...}`` (an inline table is
     one line), else the sub-table's header."""
     return _key_line(text, key, table) or _key_line(text, table) or _key_line(text, None, table)
 
 
-#: The sub-tables whose keys are checked one by one, each with its own problems.
-_SUB_TABLES = {"train": train_problems, "plan": plan_table_problems}
+def _sub_problems(text: str, key: str, raw: dict[str, Any]) -> list[ConfigProblem]:
+    """Every bad key of the sub-table option ``key`` (``train``, ``plan``, ``budget``,
+    ``max_increase``), each at its line."""
+    if key in _CHECKED_BY_NAME:
+        found = [(e.name, e.message) for e in _CHECKED_BY_NAME[key](raw)]
+    else:
+        found = budget_problems(key, raw)
+    return [ConfigProblem(f"[tool.{SECTION}.{key}] {message}", _sub_line(text, key, name)) for name, message in found]
+
+
+#: The sub-tables whose problems name their key (budgets' are pairs already).
+_CHECKED_BY_NAME = {"train": train_problems, "plan": plan_table_problems}
 
 
 def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
@@ -115,9 +131,9 @@ def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
     options: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     for key, raw in table.items():
-        if key in _SUB_TABLES and isinstance(raw, dict):
-            bad = _SUB_TABLES[key](raw)
-            problems += [ConfigProblem(f"[tool.{SECTION}.{key}] {e.message}", _sub_line(text, e.name, key)) for e in bad]
+        if key in ("train", "plan", "budget", "max_increase") and isinstance(raw, dict):
+            bad = _sub_problems(text, key, raw)
+            problems += bad
             if bad:
                 continue
         value = from_toml_value(key, raw)

@@ -7,8 +7,9 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``), the training plan's (``plan``: ``plan_training``'s) and the
-language server's own (``measure``, ``timeout``).
+``train`` and ``memory_budget``), the training plan's (``plan``: ``plan_training``'s), the language
+server's own (``measure``, ``timeout``) and those of budgets and baselines (``budget``,
+``max_increase``, ``compare_with``: :mod:`.budgets`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import re
 from typing import Any
 
 from torchscan_lsp.contract.plan import parse_budget, parse_plan_options, plan_problems
-from torchscan_lsp.contract.strict import strict_counts
+from torchscan_lsp.contract.strict import strict_rule
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_train_options
+from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
+                                           check_max_increase, merge_limits)
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
@@ -27,7 +30,7 @@ ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
 TRAINING_OPTIONS = ("train", "train_memory", "plan")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
-KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS
+KNOWN_OPTIONS = ENGINE_OPTIONS + TRAINING_OPTIONS + SERVER_OPTIONS + COMPARISON_OPTIONS
 
 MODES = ("full", "structure")
 MEASUREMENTS = ("latency", "memory", "layer_latency", "train")
@@ -51,8 +54,9 @@ OPTION_HELP = {
     "dtype": 'a dtype name such as "float32" or "torch.bfloat16", or a list of names (one per input)',
     "device": 'a device string such as "cpu", "cuda" or "cuda:1"',
     "mode": '"full" or "structure"',
-    "strict": 'True (FLOPs, MACs and parameters), False, or a list of "flops", "macs", "parameters", '
-    '"dmas" and "receptive_field"',
+    "strict": 'True (every count complete by every method), "headline" (FLOPs, MACs and parameters, '
+    'each complete by one method), False, or a list of "flops", "macs", "parameters", "dmas" and '
+    '"receptive_field" (checked as "headline" checks)',
     "measure": 'a list of "latency", "memory", "layer_latency" and "train"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
@@ -60,6 +64,7 @@ OPTION_HELP = {
     '"80 GB", or a GPU such as "H100-80GB", "A100-40GB", "L4" or "RTX-4090"',
     "plan": 'True, or a dict of plan options, e.g. {"precision": ["bfloat16-mixed"], "sharding": ["single", "fsdp"], '
     '"sequence": "input_ids:1"}',
+    **COMPARISON_HELP,
 }
 
 
@@ -142,7 +147,7 @@ def _check_mode(value: Any) -> None:
 
 def _check_strict(value: Any) -> None:
     try:
-        strict_counts(value)
+        strict_rule(value)
     except (TypeError, ValueError):
         raise OptionError("strict", f"strict must be {OPTION_HELP['strict']}, got {value!r}") from None
 
@@ -239,6 +244,21 @@ _CHECKS = {
 }
 
 
+def _comparison_check(name: str, check: Any) -> Any:
+    """A check of :mod:`.budgets` (which raises ``TypeError``/``ValueError``) as an option check."""
+    def run(value: Any) -> None:
+        try:
+            check(value)
+        except (TypeError, ValueError) as error:
+            raise OptionError(name, str(error)) from None
+
+    return run
+
+
+_CHECKS.update({name: _comparison_check(name, check) for name, check in (
+    ("budget", check_budget), ("max_increase", check_max_increase), ("compare_with", check_compare_with))})
+
+
 def validate_option(name: str, value: Any) -> None:
     """Raise :class:`OptionError` when ``name`` is unknown or ``value`` is not allowed for it.
 
@@ -290,22 +310,26 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
     """Merge option dicts, later layers winning (workspace defaults first, the target's last).
 
     ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
-    the workspace's optimizer. ``plan`` dicts merge per key too, and a target's ``plan=True`` takes
-    the workspace's ``[tool.torchscan-lsp.plan]`` table as it is. Any other option, and ``None``,
-    replaces the earlier value.
+    the workspace's optimizer; so do ``budget`` and ``max_increase`` dicts
+    (:func:`~torchscan_lsp.targets.budgets.merge_limits`). ``plan`` dicts merge per key too, and a
+    target's ``plan=True`` takes the workspace's ``[tool.torchscan-lsp.plan]`` table as it is. Any
+    other option, and ``None``, replaces the earlier value.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
             earlier = merged.get(key)
             both = isinstance(value, dict) and isinstance(earlier, dict)
-            if key == "train" and both:
-                value = merge_train(earlier, value)
-            elif key == "plan" and both:
-                value = {**earlier, **value}
+            if both and key == "train":
+                merged[key] = merge_train(earlier, value)
+            elif both and key in ("budget", "max_increase"):
+                merged[key] = merge_limits(earlier, value)
+            elif both and key == "plan":
+                merged[key] = {**earlier, **value}
             elif key == "plan" and value is True and isinstance(earlier, dict):
-                value = earlier
-            merged[key] = value
+                merged[key] = earlier
+            else:
+                merged[key] = value
     return merged
 
 

@@ -7,9 +7,11 @@ watches two phases of one job:
   :mod:`torchscan_lsp.worker.definitions`.
 * **running** (the engine's one forward pass): :class:`CallSites` observes the module calls and the
   operators of that pass. For each module call it notes the call site (the line in the parent's
-  ``forward``); for each operator, the lines that dispatched it, with its FLOPs, by the layer
-  record whose call was innermost; for each line, the output of the last operator it dispatched
-  in its first execution (its shape, shown on lines that call no module).
+  ``forward``; for a call made through ``module.forward(...)``, the line that made it); for each
+  operator, the lines that dispatched it, with its FLOPs, by the layer record whose call was
+  innermost, and the lines that called the plain functions it ran under (``under``); for each
+  line, what it computed run by run (:mod:`torchscan_lsp.worker.line_runs`: its first run's
+  result, the names it assigned, how its runs' shapes varied).
 
 Sites are the innermost workspace frame and the innermost frame of each library file inside it
 (:mod:`torchscan_lsp.worker.sites`), so that a client that opens the library's modeling file gets
@@ -32,7 +34,8 @@ from torchscan_lsp.contract.messages import SourceMap, is_library
 from torchscan_lsp.engine.recording.inputs import tensor_meta
 from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
-from torchscan_lsp.worker.sites import CodeFiles, Site, Workspace, as_json
+from torchscan_lsp.worker.line_runs import LineRuns, SiteRecord, live_key, shape_key
+from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
 
@@ -70,13 +73,14 @@ class CallSites(PassObserver):
         self.calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]] = {}
         #: (site, operator, innermost layer) -> [calls, FLOPs or None]
         self.operators: dict[tuple[Site, str, int | None], list[Any]] = {}
-        #: site -> [owner layer, operator, output metadata] of the line's first execution, or
-        #: [owner layer, None, layer index] when its last value came from a module call it made
-        self.outputs: dict[Site, list[Any]] = {}
-        # the calls in progress, innermost last: (layer, the sites that made the call, the call's
-        # entry frame, its workspace site, its library sites), and their layers
+        #: the same for the workspace lines outside the innermost one: lines that called a plain
+        #: function (``xq, xk = apply_rotary_emb(...)``) under which the operator ran
+        self.under: dict[tuple[Site, str, int | None], list[Any]] = {}
+        #: every line's runs: what it computed in each (:mod:`.line_runs`)
+        self.runs = LineRuns()
+        # the calls in progress, innermost last: (layer, the call's entry frame, its workspace
+        # site, its library sites, the runs of the lines that made it)
         self._active: list[tuple[Any, ...]] = []
-        self._open: set[int] = set()
         self._names: dict[Any, str] = {}
 
     # -- the observer interface ------------------------------------------------------------------
@@ -89,79 +93,78 @@ class CallSites(PassObserver):
         # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
         # call ends, and everything outside it is the caller's, suspended: its sites hold for
         # every operator of the call (operator_ran walks only the frames inside it)
-        entry = self.files.outside_package(sys._getframe(1))
+        self._start(info, layer, self.files.outside_package(sys._getframe(1)))
+
+    def forward_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, frame: Any) -> None:
+        """A call made through ``module.forward(...)`` was found running in ``frame``: its caller's
+        frame (``frame.f_back``) stands where PyTorch's call frame stands for a hooked call."""
+        if layer is not None:
+            self._start(info, layer, frame.f_back)
+
+    def _start(self, info: Any, layer: int, entry: types.FrameType | None) -> None:
         workspace, library, _ = self.files.sites(entry)
         self.calls[layer] = (info.path, workspace, library)
-        made_by = library if workspace is None else (workspace, *library)
-        self._active.append((layer, made_by, entry, workspace, library))
-        self._open.add(layer)
+        parent = self._active[-1] if self._active else None
+        items, _ = self.files.chain(entry, parent[1] if parent is not None else None)
+        runs = self.runs.visit(parent[0] if parent is not None else None,
+                               [((name, frame.f_lineno), frame, callee) for _, name, frame, callee in items])
+        self._active.append((layer, entry, workspace, library, runs))
 
     def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
                    error: BaseException | None) -> None:
         """A module call returned or raised."""
         if layer is not None and self._active and self._active[-1][0] == layer:
-            self._active.pop()
-            self._open.discard(layer)
+            runs = self._active.pop()[4]
+            self.runs.owner_ended(layer)
             if error is None:  # the call's output is now the latest value of the lines that made it
-                _, workspace, library = self.calls[layer]
-                for site in library if workspace is None else (workspace, *library):
-                    self._line_value(site, None, layer)
-
-    def _sites(self, frame: types.FrameType | None) -> tuple[Site, ...]:
-        """The sites of an operator dispatched at ``frame``: the innermost workspace site first
-        (when there is one), then the innermost site of each library file inside it."""
-        call = self._active[-1] if self._active else None
-        workspace, library, stopped = self.files.sites(frame, call[2] if call is not None else None)
-        if stopped:  # the rest of the stack is the call's caller: its sites are known
-            workspace = call[3]  # type: ignore[index]
-            seen = {site[0] for site in library}
-            library = (*library, *(site for site in call[4] if site[0] not in seen))  # type: ignore[index]
-        return library if workspace is None else (workspace, *library)
+                self.runs.value(runs, None, layer, live_key(output))
 
     def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: int | None,
                      layer: int | None) -> None:
-        """An operator ran while record ``layer`` was the innermost (``None``: outside every record)."""
-        sites = self._sites(sys._getframe(1))
-        if not sites:
+        """An operator ran while record ``layer`` was the innermost (``None``: outside every record).
+
+        Its sites: the innermost workspace line first (the call's own line when no workspace frame
+        is inside the call), then the innermost line of each library file inside it; the workspace
+        lines outside the innermost one, up to the call, ran it *under* a function they called."""
+        call = self._active[-1] if self._active else None
+        items, stopped = self.files.chain(sys._getframe(1), call[1] if call is not None else None)
+        workspace: Site | None = None
+        library: list[Site] = []
+        under: list[Site] = []
+        visited = []
+        for kind, file, frame, callee in items:
+            site = (file, frame.f_lineno)
+            visited.append((site, frame, callee))
+            if kind == WORKSPACE:
+                if workspace is None:
+                    workspace = site
+                elif site not in under:
+                    under.append(site)
+            elif workspace is None and all(seen[0] != file for seen in library):
+                library.append(site)
+        if workspace is None and stopped:  # the rest of the stack is the call's caller: its sites are known
+            workspace = call[2]  # type: ignore[index]
+            library += [site for site in call[3] if all(seen[0] != site[0] for seen in library)]  # type: ignore[index]
+        if workspace is None and not library:
             return
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = str(getattr(func, "overloadpacket", func))
-        operators, outputs = self.operators, self.outputs
-        for site in sites:
-            key = (site, name, layer)
-            entry = operators.get(key)
-            if entry is None:
-                operators[key] = [1, flops]
-            else:
-                entry[0] += 1
-                entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
-            first = outputs.get(site)
-            if first is None or first[0] is None or first[0] in self._open:  # maybe its first execution still
-                value = line_value(func, out)
-                if value is not None:
-                    self._line_value(site, name, value)
-
-    def _line_value(self, site: Site, operator: str | None, value: Any) -> None:
-        """``site``'s line produced ``value``: the output metadata of ``operator``, or (``operator``
-        None) the layer index of a module call it made, whose record holds the output. Kept while
-        the line's first execution lasts (its owner's call has not ended): the last one is the
-        line's result (``x = self.tok(i) + self.pos(p)``: the addition, after both calls)."""
-        owner = self._owner(site)
-        first = self.outputs.get(site)
-        if first is None:
-            self.outputs[site] = [owner, operator, value]
-        elif (first[0] is None or first[0] in self._open) and first[0] == owner:
-            first[1], first[2] = operator, value
-
-    def _owner(self, site: Site) -> int | None:
-        """The call whose ``forward`` ran ``site``: the innermost call in progress that ``site``
-        did not make itself (``self.fc(x) + x`` runs ``fc``'s operators inside ``fc``'s call, but
-        the line belongs to the caller's)."""
-        for layer, made_by, *_ in reversed(self._active):
-            if site not in made_by:
-                return layer
-        return None
+        for found, sites in ((self.operators, library if workspace is None else (workspace, *library)),
+                             (self.under, under)):
+            for site in sites:
+                key = (site, name, layer)
+                entry = found.get(key)
+                if entry is None:
+                    found[key] = [1, flops]
+                else:
+                    entry[0] += 1
+                    entry[1] = None if entry[1] is None or flops is None else entry[1] + flops
+        if visited:
+            value = line_value(func, out)
+            runs = self.runs.visit(call[0] if call is not None else None, visited)
+            if value is not None:
+                self.runs.value(runs, name, value, shape_key(value))
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -193,24 +196,22 @@ class CallSites(PassObserver):
                 "library_defined_at": library(defined_library),
                 "library_called_at": library(called_library),
             })
-        operators = [
-            {"file": site[0], "line": site[1], "operator": name, "calls": calls, "flops": flops,
-             "ignored": ignored.get(name) if flops is None else None, "layer": layer}
-            for (site, name, layer), (calls, flops) in sorted(
-                self.operators.items(), key=lambda item: (*item[0][0], item[0][1], -1 if item[0][2] is None else item[0][2]))
-            if shown(site)
-        ]
+        def listed(found: dict[tuple[Site, str, int | None], list[Any]]) -> list[dict[str, Any]]:
+            return [
+                {"file": site[0], "line": site[1], "operator": name, "calls": calls, "flops": flops,
+                 "ignored": ignored.get(name) if flops is None else None, "layer": layer}
+                for (site, name, layer), (calls, flops) in sorted(
+                    found.items(), key=lambda item: (*item[0][0], item[0][1], -1 if item[0][2] is None else item[0][2]))
+                if shown(site)
+            ]
+
+        operators, under = listed(self.operators), listed(self.under)
+        self.runs.finish()
         outputs = []
-        for site, (owner, name, value) in sorted(self.outputs.items()):
-            if not shown(site):
-                continue
-            entry = {"file": site[0], "line": site[1], "layer": owner, "operator": name, "call": None, "output": value}
-            if name is None:  # a module call's output: its record's, when the report has it
-                record = layers[value] if layers is not None and value < len(layers) else None
-                if record is None or self.calls[value][0] != record.get("path"):
-                    continue
-                entry["call"], entry["output"] = record.get("path"), record.get("output")
-            outputs.append(entry)
+        for site, record in sorted(self.runs.sites.items()):
+            entry = _output_entry(site, record, layers, self.calls) if shown(site) else None
+            if entry is not None:
+                outputs.append(entry)
         # containers never called themselves (a ModuleList, a ModuleDict) whose children were: their
         # lines built them too
         called = {path for path, _, _ in self.calls.values()}
@@ -220,8 +221,8 @@ class CallSites(PassObserver):
              "library_defined_at": library(definitions[path][1])}
             for path in sorted(ancestors - called) if path in definitions and path in types
         ]
-        return {"modules": modules, "operators": operators, "outputs": outputs, "classes": classes,  # type: ignore[typeddict-item]
-                "uncalled": uncalled}
+        return {"modules": modules, "operators": operators, "under": under, "outputs": outputs,  # type: ignore[typeddict-item]
+                "classes": classes, "uncalled": uncalled}
 
 
 class SourceRecorder:
@@ -290,7 +291,8 @@ class SourceRecorder:
         trigger traverse every object of the process (torch's included).
         """
         if self.running is None or self._root is None:
-            return {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
+            return {"modules": [], "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [],
+                    "parameters": []}
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -304,6 +306,39 @@ class SourceRecorder:
         finally:
             if collecting:
                 gc.enable()
+
+
+def _output_entry(site: Site, record: SiteRecord, layers: list[dict[str, Any]] | None,
+                  calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]]) -> dict[str, Any] | None:
+    """The source map's ``outputs`` entry of a line: its first run's result (the output of the last
+    operator it dispatched, or of the module call it made last: that call's record's output), the
+    names it assigned then, and, when it ran more than once, how many runs and how their shapes
+    varied. None for a line that computed nothing the map can show."""
+    first = record.first
+    if first is None:
+        return None
+    entry: dict[str, Any] = {"file": site[0], "line": site[1], "layer": first.owner, "operator": first.operator,
+                             "call": None, "output": first.value}
+    if first.operator is None and first.value is not None:  # a module call's output: its record's
+        index = first.value
+        report = layers[index] if layers is not None and index < len(layers) else None
+        if report is None or calls[index][0] != report.get("path"):
+            entry["output"] = None
+        else:
+            entry["call"], entry["output"] = report.get("path"), report.get("output")
+    if first.targets:
+        entry["targets"] = [{"name": name, "output": meta, "range": _range(record.target_shapes.get(name))}
+                            for name, meta, _ in first.targets]
+    if entry["output"] is None and not first.targets:
+        return None
+    if record.runs > 1:
+        entry["runs"] = record.runs
+        entry["range"] = record.shapes.range()
+    return entry
+
+
+def _range(stats: Any) -> dict[str, Any] | None:
+    return stats.range() if stats is not None else None
 
 
 def _ignored_operators() -> dict[str, str]:

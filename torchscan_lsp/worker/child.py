@@ -91,7 +91,7 @@ def _render_html(job_path: str, html_path: str) -> dict[str, Any]:
         from torchscan_lsp import render_report
 
         job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-        render_report(job["report"], html_path, **render_attachments(job.get("measurements")))
+        render_report(job["report"], html_path, title=job.get("title"), **render_attachments(job.get("measurements")))
         return {"ok": True, "target": None, "path": html_path}
     except BaseException as error:  # noqa: BLE001 - reported to the server, never raised
         traceback.print_exc()

@@ -158,5 +158,6 @@ async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None,
             kill_group(process.pid)
             if follower is not None:
                 follower.cancel()
-        return outcome(job, status, limit, result_path=result_path, log_path=log_path,
-                       timeout_s=timeout_s, memory_mb=memory_mb)
+        # reading a result of megabytes: in a thread, so that the server answers requests meanwhile
+        return await asyncio.to_thread(outcome, job, status, limit, result_path=result_path, log_path=log_path,
+                                       timeout_s=timeout_s, memory_mb=memory_mb)

@@ -50,6 +50,8 @@ __all__ = ["DefinitionRecorder", "Definition"]
 
 _MODULE_FILE = torch.nn.modules.module.__file__
 
+_COMPREHENSIONS = frozenset({"<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>"})
+
 _CONTAINERS = ((torch.nn.Sequential, SEQUENTIAL), (torch.nn.ModuleList, MODULE_LIST), (torch.nn.ModuleDict, MODULE_DICT))
 
 Definition = tuple["Site | None", tuple[Site, ...]]
@@ -97,6 +99,8 @@ class DefinitionRecorder:
         self._lines: dict[str, SourceLines] = {}
         #: module id -> (module, {frame outside its __init__: its line then}), while the factory runs
         self._built: dict[int, tuple[torch.nn.Module, dict[types.FrameType, int]]] = {}
+        #: module id -> (module, the innermost workspace line that was building it), kept after the run
+        self._built_sites: dict[int, tuple[torch.nn.Module, Site]] = {}
         #: (module, parameter name, site) of each parameter assigned by model code
         self._parameters: list[tuple[torch.nn.Module, str, Site]] = []
 
@@ -183,6 +187,7 @@ class DefinitionRecorder:
                     self.root_defined_at = (rel, frame.f_lineno)
         finally:
             factory_frame.clear()
+            self._keep_built_sites()
             self._built.clear()  # it holds frames
             for handle in handles:
                 handle.remove()
@@ -199,11 +204,25 @@ class DefinitionRecorder:
         if frame is not None and frame is not barrier:
             while frame.f_back is not None and frame.f_back.f_code in inits:  # super().__init__() chains
                 frame = frame.f_back
-            frame = frame.f_back
+            callee, frame = frame, frame.f_back
             while frame is not None and frame is not barrier:
-                lines[frame] = frame.f_lineno
-                frame = frame.f_back
+                # a module built in a comprehension (``[Block(d) for _ in range(n)]``, its own frame
+                # before Python 3.12) was built on its element's line, not on the comprehension's
+                inner = lines.get(callee) if callee.f_code.co_name in _COMPREHENSIONS else None
+                lines[frame] = inner if inner is not None and callee.f_code.co_filename == frame.f_code.co_filename \
+                    else frame.f_lineno
+                callee, frame = frame, frame.f_back
         self._built[id(module)] = (module, lines)
+
+    def _keep_built_sites(self) -> None:
+        """Keep, for each module built while the factory ran, the innermost workspace line of the
+        frames that were building it (``model = Whisper(dims)`` in the factory, for the root)."""
+        for key, (module, lines) in self._built.items():
+            for frame, line in lines.items():  # innermost first
+                found, name = self.files.kind(frame.f_code.co_filename)
+                if found == WORKSPACE:
+                    self._built_sites[key] = (module, (name, line))  # type: ignore[assignment]
+                    break
 
     def _definition(self, frame: types.FrameType, parent: torch.nn.Module, name: str, child: torch.nn.Module) -> Definition:
         kind = _container_kind(parent)
@@ -243,9 +262,10 @@ class DefinitionRecorder:
     def definitions(self, root: torch.nn.Module) -> dict[str, Definition]:
         """Where each module of ``root`` was built, by path (shared modules under their first).
 
-        The root's own definition is the factory's return line. A module that no hook saw
-        registered (a deep copy, say) was made while its parent was being built: it takes its
-        nearest ancestor's definition.
+        The root's own definition is the workspace line that built it (``model = Whisper(dims)`` in
+        the factory), else the factory's return line. A module that no hook saw registered (a deep
+        copy, say) was made while its parent was being built: it takes its nearest ancestor's
+        definition.
         """
         found: dict[str, Definition] = {}
         seen: set[int] = set()
@@ -254,7 +274,8 @@ class DefinitionRecorder:
                 continue
             seen.add(id(module))
             if module is root:
-                found[path] = (self.root_defined_at, ())
+                built = self._built_sites.get(id(root))
+                found[path] = (built[1] if built is not None and built[0] is root else self.root_defined_at, ())
                 continue
             own = self.defined(module)
             found[path] = own if own is not None else found.get(path.rpartition(".")[0], (None, ()))

@@ -137,17 +137,37 @@ class CodeFiles:
             frame = frame.f_back
         return None, tuple(library), False
 
+    def chain(self, frame: types.FrameType | None, stop: types.FrameType | None = None
+              ) -> tuple[list[tuple[int, str, types.FrameType, types.FrameType | None]], bool]:
+        """Every model-code frame from ``frame`` outwards, up to ``stop`` (the frame of the module
+        call in progress, whose caller's frames are not this call's) or the barrier: ``(kind, name,
+        frame, callee)`` innermost first, and whether the walk ended at ``stop``. ``callee`` is the
+        frame the frame was calling, None when that is this package's (an operator dispatched by
+        the line itself, through a function written in C)."""
+        barrier, known, kind = self.barrier, self._files, self.kind
+        found: list[tuple[int, str, types.FrameType, types.FrameType | None]] = []
+        callee = None
+        while frame is not None and frame is not barrier:
+            if frame is stop:
+                return found, True
+            filename = frame.f_code.co_filename
+            entry = known.get(filename) or kind(filename)
+            if entry[0]:
+                found.append((entry[0], entry[1], frame, callee))  # type: ignore[arg-type]
+            callee = None if self._package(filename) else frame
+            frame = frame.f_back
+        return found, False
+
+    def _package(self, filename: str) -> bool:
+        inside = self._ours.get(filename)
+        if inside is None:
+            inside = self._ours[filename] = _under(_realpath(filename), PACKAGE_DIR)
+        return inside
+
     def outside_package(self, frame: types.FrameType | None) -> types.FrameType | None:
         """The first frame from ``frame`` outwards that is not this project's (the engine's hooks
         and dispatch mode call observers from inside: the frame outside them is PyTorch's)."""
-        ours = self._ours
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            inside = ours.get(filename)
-            if inside is None:
-                inside = ours[filename] = _under(_realpath(filename), PACKAGE_DIR)
-            if not inside:
-                break
+        while frame is not None and self._package(frame.f_code.co_filename):
             frame = frame.f_back
         return frame
 

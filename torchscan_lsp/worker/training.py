@@ -51,7 +51,9 @@ def check_options(options: dict[str, Any], *, own_inputs: bool, name: str, blame
 def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, blame: Blame) -> dict[str, Any]:
     """The training report of the target ``factory`` under the job's ``options`` (its ``train``
     options, checked by :func:`check_options`, ``train_memory`` budget, ``input_shape``, ``dtype``
-    and ``device``); with ``measured`` false the estimate alone."""
+    and ``device``); with ``measured`` false the estimate alone. A line the estimate names (where
+    model code read a tensor's value) is named as every location of a result: workspace-relative,
+    or the absolute path of an installed library's file."""
     from torchscan_lsp.engine.training import analyse_training_step
 
     train = _set(options)
@@ -62,7 +64,7 @@ def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, b
             factory, train=train, input_shape=shape,
             input_dtype=torch_dtype(dtype) if dtype is not None and shape is not None else None,
             device=train.get("device") or options.get("device"), memory_budget=options.get("train_memory"),
-            measure=measured,
+            measure=measured, name_file=lambda file: blame.workspace.relative(file) or file,
         )
     except Exception as error:  # noqa: BLE001 - the analysis stands; this measurement failed alone
         return failed(error, blame, requested=measured)

@@ -21,4 +21,5 @@ export const SERVER_COMMANDS = {
   measureMemory: 'torchscan.measureMemory',
   measureTraining: 'torchscan.measureTraining',
   planTraining: 'torchscan.planTraining',
+  compareReport: 'torchscan.compareReport',
 } as const;

@@ -34,6 +34,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'headline', type: 'string', default: 'operators', choices: ['operators', 'modules'] },
   { key: 'receptiveFieldNotes', type: 'boolean', default: false },
   { key: 'cacheResults', type: 'boolean', default: true },
+  { key: 'compareWith', type: 'string', default: 'HEAD' },
   { key: 'inlayHints.totals', type: 'boolean', default: true },
   { key: 'inlayHints.modules', type: 'boolean', default: true },
   { key: 'inlayHints.shapes', type: 'boolean', default: true },

@@ -19,6 +19,7 @@ const DEFAULTS = {
   headline: 'operators',
   receptiveFieldNotes: false,
   cacheResults: true,
+  compareWith: 'HEAD',
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 

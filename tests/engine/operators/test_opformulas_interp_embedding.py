@@ -30,18 +30,48 @@ def test_linear_modes():
     assert op_flops(lambda: nn.Upsample(scale_factor=2, mode="bilinear")(X)) == {"aten.upsample_bilinear2d": 504}
 
 
+def _windows(in_size, out_size, half_width):
+    """The inputs each output of an anti-aliased pass reads, by hand from ATen's rule: support =
+    half_width * scale when downsampling, center = scale * (i + 0.5), the window [center - support
+    + 0.5, center + support + 0.5) truncated and clipped to [0, in_size)."""
+    scale = in_size / out_size
+    support = half_width * scale
+    return [min(int(scale * (i + 0.5) + support + 0.5), in_size) - max(int(scale * (i + 0.5) - support + 0.5), 0)
+            for i in range(out_size)]
+
+
+def test_antialiased_windows_are_clipped_at_the_borders():
+    # bilinear (half width 1), 8 -> 4: scale 2, support 2; centers 1, 3, 5, 7:
+    # [0, 3), [1, 5), [3, 7), [5, 8): 3, 4, 4, 3 taps (not 2 * 2 + 1 = 5 everywhere)
+    assert _windows(8, 4, 1) == [3, 4, 4, 3]
+    per_line = (2 * 3 - 1) + (2 * 4 - 1) + (2 * 4 - 1) + (2 * 3 - 1)  # 24
+    # (1, 1, 4, 8) -> (4, 4): one horizontal pass over 4 rows
+    x = torch.randn(1, 1, 4, 8)
+    assert 4 * per_line == 96  # not 16 outputs x (2 * 5 - 1) = 144
+    assert op_flops(lambda: F.interpolate(x, size=(4, 4), mode="bilinear", antialias=True)) == {
+        "aten._upsample_bilinear2d_aa": 4 * per_line}
+    # the windows are what the kernel reads: each output's row of the Jacobian has that many
+    # non-zero weights (the triangle filter is non-zero across every window here)
+    row = torch.randn(1, 1, 1, 8)
+    jacobian = torch.autograd.functional.jacobian(
+        lambda t: F.interpolate(t, size=(1, 4), mode="bilinear", antialias=True), row).reshape(4, 8)
+    assert [int(n) for n in (jacobian != 0).sum(1)] == [3, 4, 4, 3]
+
+
 def test_antialiased_downsampling():
     x = torch.randn(1, 1, 8, 8)
-    # bilinear aa 8 -> 4: scale 2, support = 1 * 2 = 2, taps = 2*2 + 1 = 5 per dim.
-    # horizontal pass (1, 1, 8, 4) = 32 outputs * (2*5 - 1) = 288; vertical (1, 1, 4, 4) = 16 * 9 = 144
+    # bilinear aa 8 -> 4 along each axis, 24 per line (above): the horizontal pass (1, 1, 8, 4) runs
+    # over 8 rows, the vertical (1, 1, 4, 4) over 4 columns
     assert op_flops(lambda: F.interpolate(x, size=(4, 4), mode="bilinear", antialias=True)) == {
-        "aten._upsample_bilinear2d_aa": 432}
-    # bicubic aa: support = 2 * 2 = 4, taps 9: 32 * 17 + 16 * 17 = 816
+        "aten._upsample_bilinear2d_aa": 8 * 24 + 4 * 24}
+    # bicubic aa: half width 2, support 4: windows [0, 5), [0, 7), [1, 8), [3, 8)
+    assert _windows(8, 4, 2) == [5, 7, 7, 5]
+    bicubic = 9 + 13 + 13 + 9
     assert op_flops(lambda: F.interpolate(x, size=(4, 4), mode="bicubic", antialias=True)) == {
-        "aten._upsample_bicubic2d_aa": 816}
-    # only the width changes: one pass (1, 1, 8, 4) = 32 * 9 = 288
+        "aten._upsample_bicubic2d_aa": 8 * bicubic + 4 * bicubic}
+    # only the width changes: one pass over 8 rows
     assert op_flops(lambda: F.interpolate(x, size=(8, 4), mode="bilinear", antialias=True)) == {
-        "aten._upsample_bilinear2d_aa": 288}
+        "aten._upsample_bilinear2d_aa": 8 * 24}
 
 
 def test_grid_sample():
@@ -88,9 +118,10 @@ def test_fft():
     x = torch.randn(2, 8, 16)  # N = 256
     # real FFT along 16 points: 2.5 * N * log2 16 = 2.5 * 256 * 4 = 2560
     assert op_flops(lambda: torch.fft.rfft(x)) == {"aten._fft_r2c": 2560}
-    # complex 2-D FFT over 8 x 16 = 128 points: 5 * 256 * 7 = 8960, + 256 for the "ortho" scaling
+    # complex 2-D FFT over 8 x 16 = 128 points: 5 * 256 * 7 = 8960, + 2 * 256 for the "ortho"
+    # scaling (a real factor times a complex output is two real multiplies)
     z = x.to(torch.complex64)
-    assert op_flops(lambda: torch.fft.fft2(z, norm="ortho")) == {"aten._fft_c2c": 9216}
+    assert op_flops(lambda: torch.fft.fft2(z, norm="ortho")) == {"aten._fft_c2c": 8960 + 2 * 256}
     # inverse real FFT to 16 real outputs per row: 2560 + 256 for the default 1/n scaling
     spectrum = torch.fft.rfft(x)
     assert op_flops(lambda: torch.fft.irfft(spectrum, n=16)) == {"aten._fft_c2r": 2816}

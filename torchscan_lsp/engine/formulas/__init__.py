@@ -26,7 +26,8 @@ without a spatial receptive field (attention, Transformer, recurrent sequence la
 warns ``Receptive field is not defined for <ClassName>: ...``.
 
 Formulas read shapes and attributes only and compute with Python ints, so the operator counter that
-observes the same forward pass sees none of their work.
+observes the same forward pass sees none of their work. A call on complex tensors is counted in real
+arithmetic (``complex_calls``): a complex multiplication 6 FLOPs, a complex addition 2.
 
 Dispatch is a small ordered registry (``REGISTRY``): the first family whose classes the module is an
 instance of wins; classes of model libraries, which the engine does not import, are matched last, by
@@ -44,6 +45,7 @@ from torch.nn.utils.rnn import PackedSequence
 from . import activation, attention, conv, dropout, embedding, library, linear, norm, pooling, recurrent, resample
 from . import structural, transformer
 from ._common import POINTWISE_RF, ShapeOnly, as_inputs, first_tensor, num_params, unsupported
+from .complex_calls import complex_call, complex_flops, complex_macs
 from ._registry import Family, Registry
 
 #: The family modules, once, in dispatch order: within ``conv`` the transposed family precedes the
@@ -95,7 +97,11 @@ def module_flops(module: nn.Module, inputs: Any, out: Any) -> int:
     family = REGISTRY.lookup(module)
     if family is None:
         return unsupported(module)
-    return int(family.flops(module, as_inputs(inputs), out))
+    flops = int(family.flops(module, as_inputs(inputs), out))
+    if not complex_call(module, inputs, out):
+        return flops
+    x, y, _ = _tensor_args(inputs, out, inputs)
+    return complex_flops(family.name, module, flops, int(family.macs(module, x, y, inputs=as_inputs(inputs))), x, y)
 
 
 def module_macs(module: nn.Module, x: Any, y: Any, *, inputs: Any = None) -> int:
@@ -104,7 +110,8 @@ def module_macs(module: nn.Module, x: Any, y: Any, *, inputs: Any = None) -> int
     if family is None:
         return unsupported(module)
     x, y, inputs = _tensor_args(x, y, inputs)
-    return int(family.macs(module, x, y, inputs=inputs))
+    macs = int(family.macs(module, x, y, inputs=inputs))
+    return complex_macs(family.name, module, macs) if complex_call(module, x, y) else macs
 
 
 def module_dmas(module: nn.Module, x: Any, y: Any, *, inputs: Any = None) -> int:

@@ -36,8 +36,9 @@ The families, one module each: ``elementwise``, ``activation`` (with softmax), `
 ``pooling``, ``reduction``, ``interpolation``, ``embedding``, ``matmul``, ``spectral`` (FFTs), ``loss``,
 ``attention`` (fused CPU attention and Transformer kernels), ``recurrent`` (fused RNN kernels),
 ``backward`` (the gradients of these families, for training-step workloads) and ``convolution``
-(convolution backward, in place of PyTorch's formula). The convention is explained
-once in docs/operator-formulas.md.
+(convolution backward, in place of PyTorch's formula). ``complex`` turns any of them into real
+arithmetic for complex operands (a complex multiply 6 FLOPs, a complex MAC 4 real MACs). The
+convention is explained once in docs/operator-formulas.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._base import first_shape, is_shape, out_numel, register
+from ._base import arg, first_shape, is_shape, out_numel, register
 
 
 def weighted_sum_flops(outputs: int, taps: int) -> int:
@@ -49,12 +49,36 @@ register("upsample_trilinear3d", family="interpolation")(_linear(8, "upsample_tr
 register("upsample_bicubic2d", family="interpolation")(_linear(16, "upsample_bicubic2d", "bicubic interpolation of 4x4 neighbours"))
 
 
-def _aa_taps(in_size: int, out_size: int, interp_size: int) -> int:
-    """Window length of PyTorch's anti-aliased kernels: 2 * ceil(support) + 1, where support =
-    interp_size / 2 * scale when downsampling (scale = in / out >= 1), else interp_size / 2."""
-    scale = in_size / out_size if out_size else 1.0
-    support = interp_size / 2 * scale if scale >= 1.0 else interp_size / 2
-    return int(math.ceil(support)) * 2 + 1
+def _aa_scale(in_size: int, out_size: int, align_corners: bool, scale: Any) -> float:
+    """Input elements per output element, as ATen's ``area_pixel_compute_scale``: ``(in − 1) /
+    (out − 1)`` with ``align_corners``, else ``1 / scale_factor`` when one is given, else ``in / out``."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0:
+        return 1.0 / scale
+    return in_size / out_size if out_size else 1.0
+
+
+def aa_window_flops(in_size: int, out_size: int, interp_size: int, align_corners: bool = False,
+                    scale: Any = None) -> int:
+    """FLOPs of one anti-aliased pass along a dimension, per line: ``2·taps − 1`` for each output,
+    ``taps`` the window PyTorch's kernel computes, clipped at the borders.
+
+    As ``HelperInterpBase::_compute_indices_min_size_weights_aa`` (ATen's ``UpSampleKernel.cpp``):
+    ``support = interp_size / 2 · scale`` when downsampling (``scale ≥ 1``), else ``interp_size / 2``;
+    output ``i`` reads inputs ``[xmin, xmin + taps)`` with ``center = scale·(i + 0.5)``,
+    ``xmin = max(trunc(center − support + 0.5), 0)`` and ``taps = min(trunc(center + support + 0.5),
+    in_size) − xmin``. So (…, 8) → (…, 4) bilinear reads 3, 4, 4 and 3 inputs: 5 + 7 + 7 + 5 = 24.
+    """
+    ratio = _aa_scale(in_size, out_size, align_corners, scale)
+    support = interp_size / 2 * ratio if ratio >= 1.0 else interp_size / 2
+    flops = 0
+    for i in range(out_size):
+        center = ratio * (i + 0.5)
+        xmin = max(int(center - support + 0.5), 0)
+        taps = min(int(center + support + 0.5), in_size) - xmin
+        flops += weighted_sum_flops(1, taps)
+    return flops
 
 
 def _aa(interp_size: int, name: str):
@@ -66,19 +90,23 @@ def _aa(interp_size: int, name: str):
         lead = math.prod(x[:-2])
         h_in, w_in = int(x[-2]), int(x[-1])
         h_out, w_out = int(out[-2]), int(out[-1])
+        align_corners = bool(arg(args, kwargs, 2, "align_corners", False))
         flops = 0
         if w_in != w_out:  # horizontal pass: (lead, H_in, W_out)
-            flops += weighted_sum_flops(lead * h_in * w_out, _aa_taps(w_in, w_out, interp_size))
+            flops += lead * h_in * aa_window_flops(w_in, w_out, interp_size, align_corners,
+                                                   arg(args, kwargs, 4, "scales_w"))
         if h_in != h_out:  # vertical pass: (lead, H_out, W_out)
-            flops += weighted_sum_flops(lead * h_out * w_out, _aa_taps(h_in, h_out, interp_size))
+            flops += lead * w_out * aa_window_flops(h_in, h_out, interp_size, align_corners,
+                                                    arg(args, kwargs, 3, "scales_h"))
         return flops
 
     formula.__doc__ = (
         "Anti-aliased resampling, computed separably as PyTorch does: a horizontal pass producing "
         "(..., H_in, W_out) and a vertical pass producing (..., H_out, W_out), each output a weighted "
-        "sum of 2*ceil(support)+1 taps (2*taps - 1 FLOPs), support = "
-        f"{interp_size // 2} x scale when downsampling. A pass whose size does not change is skipped. "
-        "Source: PyTorch's UpSampleKernel anti-alias implementation (Pillow's resampling)."
+        "sum of the taps its window holds, clipped at the borders (2*taps - 1 FLOPs; "
+        f"support {interp_size // 2} x scale when downsampling; :func:`aa_window_flops`). A pass whose "
+        "size does not change is skipped. Source: ATen's UpSampleKernel.cpp anti-alias kernels "
+        "(Pillow's resampling)."
     )
     formula.__name__ = f"{name}_flop"
     formula.__qualname__ = formula.__name__

@@ -4,7 +4,8 @@ Convention: the classic radix-2 count, 5 n log2 n real FLOPs for a complex FFT o
 (Cooley-Tukey: n/2 log2 n butterflies of one complex multiply, 6 FLOPs, and two complex adds, 4),
 and half of it, 2.5 n log2 n, for a real-input or real-output FFT of n real values. A transform over
 several dimensions of total length n = prod(n_d) costs the same formula with that n. A non-trivial
-``normalization`` adds one multiply per output element.
+``normalization`` multiplies each output by a real factor: 2 FLOPs per complex output (one per
+component, the convention of ``complex.py``), 1 per real output.
 """
 
 from __future__ import annotations
@@ -35,22 +36,23 @@ def _length(shape: Any, dims: Any) -> int:
 
 @register("_fft_c2c", family="spectral")
 def fft_c2c_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    """Complex-to-complex FFT over ``dim`` (total length n): 5 N log2 n for N input elements, plus N
-    when normalised. Source: Cooley-Tukey radix-2 operation count."""
+    """Complex-to-complex FFT over ``dim`` (total length n): 5 N log2 n for N input elements, plus 2N
+    when normalised (a real factor times each complex output). Source: Cooley-Tukey radix-2
+    operation count."""
     x = args[0] if args else None
     n = _length(x, arg(args, kwargs, 1, "dim"))
     norm = arg(args, kwargs, 2, "normalization", 0)
-    return fft_flops(numel(x), n, real=False) + (out_numel(out_shape) if norm else 0)
+    return fft_flops(numel(x), n, real=False) + (2 * out_numel(out_shape) if norm else 0)
 
 
 @register("_fft_r2c", family="spectral")
 def fft_r2c_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    """Real-to-complex FFT over ``dim`` (length n): 2.5 N log2 n for N real inputs, plus one
-    multiply per output when normalised. Source: a real FFT costs half a complex one."""
+    """Real-to-complex FFT over ``dim`` (length n): 2.5 N log2 n for N real inputs, plus two
+    multiplies per (complex) output when normalised. Source: a real FFT costs half a complex one."""
     x = args[0] if args else None
     n = _length(x, arg(args, kwargs, 1, "dim"))
     norm = arg(args, kwargs, 2, "normalization", 0)
-    return fft_flops(numel(x), n, real=True) + (out_numel(out_shape) if norm else 0)
+    return fft_flops(numel(x), n, real=True) + (2 * out_numel(out_shape) if norm else 0)
 
 
 @register("_fft_c2r", family="spectral")

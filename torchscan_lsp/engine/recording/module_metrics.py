@@ -29,7 +29,7 @@ from torchscan_lsp.engine.report import (
 )
 from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason, regular_shape
 
-__all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed"]
+__all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "call_failed", "output_unseen"]
 
 #: Formula metrics of a metric-leaf call, with their units, in evaluation order.
 FORMULA_METRICS = (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs"))
@@ -335,3 +335,18 @@ def call_failed(info: ModuleInfo, record: dict[str, Any], exc: BaseException | N
         f"The module call raised {reason} before returning; its work is not counted.",
         info.path,
     )
+
+
+def output_unseen(info: ModuleInfo, record: dict[str, Any], diagnostics: list[Diagnostic]) -> None:
+    """A metric-leaf call made through ``module.forward(...)`` whose output could not be seen
+    (another trace function was installed): its module metrics are unavailable."""
+    _mark_unavailable(
+        record,
+        diagnostics,
+        "direct_forward_output",
+        "The module was called through .forward while another trace function (a debugger, a coverage tool) "
+        "was installed, so its output was not seen and its module formulas were not evaluated; its operators "
+        "are counted.",
+        info.path,
+    )
+

@@ -13,7 +13,9 @@ Rules every observer can rely on:
 * Calls: ``call_started`` and ``call_ended`` are called exactly once for every call of a module of
   the analysed model (shared modules included; a ``ScriptModule``'s insides are invisible to
   hooks), in nesting order, on the thread that runs the forward (calls on other threads are not
-  observed). ``call_ended`` is called even when the forward raised.
+  observed). ``call_ended`` is called even when the forward raised. A call made through
+  ``module.forward(...)`` starts with ``forward_started`` instead (``call_started`` unless
+  overridden), at the first event inside it, and ends at the first event after it.
 * Operators (full mode only; structure mode dispatches through no counter): ``operator_ran`` is
   called once for every operator the counter counted, after it ran, with the engine's counts.
   It is not called for size and metadata queries, for higher-order operators themselves (the
@@ -35,7 +37,7 @@ from torch import nn
 
 from torchscan_lsp.engine.recording.module_info import ModuleInfo
 
-__all__ = ["PassObserver", "overriding"]
+__all__ = ["PassObserver", "overriding", "forward_starts"]
 
 
 class PassObserver:
@@ -54,6 +56,19 @@ class PassObserver:
                 when it opens none (a module below a metric leaf, e.g. inside an ``nn.Transformer``).
             args: the call's positional arguments (global pre-hooks are not given keyword ones).
         """
+
+    def forward_started(self, module: nn.Module, info: ModuleInfo, layer: int | None, args: tuple,
+                        frame: Any) -> None:
+        """A call of ``module`` made through ``module.forward(...)`` was found running (no hook fired:
+        :mod:`~torchscan_lsp.engine.recording.direct_calls`), at the first event inside it; it ends
+        with :meth:`call_ended` like any call. By default this is :meth:`call_started`.
+
+        Args:
+            frame: the frame of its ``forward``, on the stack until the call ends (its ``f_back`` is
+                the caller's frame).
+            args: the call's positional arguments, read from that frame.
+        """
+        self.call_started(module, info, layer, args)
 
     def call_ended(
         self,
@@ -113,4 +128,17 @@ def overriding(observers: Any, method: str) -> tuple[Any, ...]:
         if getattr(type(observer), method, None) is default:
             continue
         found.append(bound)
+    return tuple(found)
+
+
+def forward_starts(observers: Any) -> tuple[Any, ...]:
+    """The bound ``forward_started`` of each observer that overrides it or ``call_started`` (a
+    direct ``forward`` call starts for every observer that follows calls)."""
+    found = []
+    for observer in observers:
+        if overriding((observer,), "forward_started"):
+            found.append(observer.forward_started)
+        elif overriding((observer,), "call_started"):
+            start = observer.call_started
+            found.append(lambda module, info, layer, args, frame, start=start: start(module, info, layer, args))
     return tuple(found)

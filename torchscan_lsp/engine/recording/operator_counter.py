@@ -18,14 +18,17 @@ falls back to a stock ``FlopCounterMode`` with a recorder inside it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from sys import _getframe
 from typing import Any
 
 import torch
 from torch.utils import flop_counter as _fc
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from torchscan_lsp.engine.operator_formulas.complex import INPUTS_DECIDE, ComplexOperands, complex_counts, has_complex
 from torchscan_lsp.engine.recording.observers import overriding
 from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, default_mapping, flop_table, mac_table
+from torchscan_lsp.engine.recording.skipped_operators import SKIPPED_OPERATORS
 from torchscan_lsp.engine.recording.tensor_shapes import irregular_reason
 
 try:  # torch >= 2.4
@@ -33,25 +36,8 @@ try:  # torch >= 2.4
 except ImportError:  # pragma: no cover - old torch
     ModuleTracker = None  # type: ignore[assignment,misc]
 
-__all__ = ["OperatorCounter", "SKIPPED_OPERATORS"]
+__all__ = ["OperatorCounter"]
 
-_aten = torch.ops.aten
-#: Size and metadata queries: never counted, never recorded, never observed.
-SKIPPED_OPERATORS = frozenset(
-    op
-    for op in (
-        getattr(getattr(_aten, name, None), overload, None)
-        for name, overload in (
-            ("sym_is_contiguous", "default"), ("is_contiguous", "default"), ("is_contiguous", "memory_format"),
-            ("is_strides_like_format", "default"), ("is_non_overlapping_and_dense", "default"),
-            ("size", "default"), ("sym_size", "default"), ("stride", "default"), ("sym_stride", "default"),
-            ("storage_offset", "default"), ("sym_storage_offset", "default"), ("numel", "default"),
-            ("sym_numel", "default"), ("dim", "default"),
-        )
-    )
-    if op is not None
-    # prim.device reaches a mode only from a subclass that answers .device in Python (FakeTensor)
-) | frozenset([torch.ops.prim.layout.default, torch.ops.prim.device.default])
 _DEVICE_OP = torch.ops.prim.device.default
 _COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
 _HigherOrderOperator = getattr(torch._ops, "HigherOrderOperator", ())
@@ -78,16 +64,17 @@ class _CountingMode(TorchDispatchMode):
     def __init__(self, counter: OperatorCounter) -> None:
         super().__init__()
         self.counter = counter
-        # id(func) -> (kind, id(packet), packet name, FLOP formula, MAC formula, MACs unknown, ignored)
+        # id(func) -> (kind, id(packet), packet name, FLOP formula, MAC formula, MACs unknown, ignored,
+        #              a product (complex: 4 real MACs per MAC), its operands decide whether it is complex)
         self.info: dict[int, tuple] = {}
 
     def _describe(self, func: Any) -> tuple:
         from torchscan_lsp.engine.operator_formulas import MAC_CLASS
 
         if func in SKIPPED_OPERATORS:
-            info: tuple = (_SKIP, 0, "", None, None, False, True)
+            info: tuple = (_SKIP, 0, "", None, None, False, True, False, False)
         elif isinstance(func, _HigherOrderOperator):
-            info = (_HOP, 0, "", None, None, False, True)
+            info = (_HOP, 0, "", None, None, False, True, False, False)
         else:
             packet = func._overloadpacket
             counter = self.counter
@@ -107,6 +94,7 @@ class _CountingMode(TorchDispatchMode):
             info = (
                 _DECOMPOSE if decompose else _PLAIN, id(packet), name, registry.get(packet), macs,
                 macs is None and name in MAC_CLASS, name in IGNORED_OPERATORS,
+                macs is not None or name in MAC_CLASS, name in INPUTS_DECIDE,
             )  # fmt: skip
         self.info[id(func)] = info
         self.counter.functions.append(func)  # keeps every id in ``info`` valid
@@ -121,7 +109,7 @@ class _CountingMode(TorchDispatchMode):
         info = self.info.get(id(func))
         if info is None:
             info = self._describe(func)
-        kind, packet_id, name, formula, mac_formula, macs_unknown, ignored = info
+        kind, packet_id, name, formula, mac_formula, macs_unknown, ignored, products, inputs_decide = info
         if kind is _DECOMPOSE:  # as FlopCounterMode: count the decomposition's operators instead
             with self:
                 out = func.decompose(*args, **kwargs)
@@ -135,11 +123,14 @@ class _CountingMode(TorchDispatchMode):
         calls[packet_id] = calls.get(packet_id, 0) + 1
         out = func(*args, **kwargs)
         frames = counter.frames
+        mac_factor = 1
         if formula is not None:
             try:
                 flops = formula(args, kwargs, out)
                 if type(flops) is not int:
                     flops = _plain_count(flops)
+                if (isinstance(out, torch.Tensor) and out.is_complex()) or (inputs_decide and has_complex(args, out)):
+                    flops, mac_factor = complex_counts(name, products, flops, args, out)
             except Exception as exc:  # noqa: BLE001 - shapes a formula cannot read: this call is uncounted
                 counter.formula_failed(packet_id, args, out, exc)
                 formula, ignored = None, False
@@ -152,6 +143,8 @@ class _CountingMode(TorchDispatchMode):
                         per_label = counts[label] = {}
                     per_label[packet_id] = per_label.get(packet_id, 0) + flops
             return out
+        if frames[-1].inner:  # in a container's own code: maybe in a module's forward called directly
+            counter.sync(_getframe(1))
         top = frames[-1]
         if formula is not None:
             by_packet = counter.by_packet
@@ -160,7 +153,7 @@ class _CountingMode(TorchDispatchMode):
             top.counted += 1
             if mac_formula is not None:
                 try:
-                    macs = mac_formula(args, kwargs, out)
+                    macs = mac_formula(args, kwargs, out) * mac_factor
                     if type(macs) is not int:
                         macs = _plain_count(macs)
                 except Exception:  # noqa: BLE001 - shapes it cannot read: these MACs are unknown
@@ -267,6 +260,8 @@ class OperatorCounter:
         self.paused = False
         self.recorder = recorder
         self.frames = recorder.frames if recorder is not None else None
+        #: the recorder's look at the stack for direct ``forward`` calls (:mod:`.direct_calls`)
+        self.sync = recorder.direct.sync if recorder is not None else None
         self.operator_observers = overriding(observers, "operator_ran") if recorder is not None else ()
         self._paused_modes: Any = None
         #: the caller formulas in use (they win over the defaults)
@@ -300,7 +295,8 @@ class OperatorCounter:
         from torch.utils._pytree import tree_leaves
 
         nested = next((t for t in tree_leaves((args, out)) if isinstance(t, torch.Tensor) and t.is_nested), None)
-        reason = irregular_reason(nested) if nested is not None else f"{type(exc).__name__}: {exc}"
+        reason = (irregular_reason(nested) if nested is not None else str(exc) if isinstance(exc, ComplexOperands)
+                  else f"{type(exc).__name__}: {exc}")
         self.failures[packet_id] = [1, reason]
 
     def failed_calls(self) -> dict[Any, tuple[int, str]]:

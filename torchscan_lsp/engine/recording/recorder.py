@@ -14,23 +14,22 @@ the innermost active call only, and each call adds its inclusive totals to its p
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module_mod
 from torch.nn.modules.lazy import LazyModuleMixin
 
+from torchscan_lsp.engine.recording.direct_calls import DirectForwards
 from torchscan_lsp.engine.recording.inputs import call_meta, tensor_meta, value_meta
 from torchscan_lsp.engine.recording.module_info import ModuleInfo, module_infos
-from torchscan_lsp.engine.recording.observers import overriding
+from torchscan_lsp.engine.recording.observers import forward_starts, overriding
 from torchscan_lsp.engine.recording.param_stats import ParameterStats
 from torchscan_lsp.engine.report import METHOD_HOOK, Diagnostic, metric_result
 
-__all__ = ["Call", "CallRecorder", "GLOBAL_HOOKS", "install_hooks", "remove_hooks"]
+__all__ = ["Call", "CallRecorder"]
 
 _CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_HOOK)
 
@@ -46,9 +45,14 @@ class Call:
     ``flops``, ``macs``, ``counted`` (operators with a formula), ``uncounted`` and ``macs_unknown``
     (operator name -> calls without a FLOP formula / without a MAC formula) are inclusive once the
     call has ended: its children's counts are added to it as each of them ends.
+
+    ``boundary`` is the frame a stack walk from inside the call stops at (PyTorch's ``_call_impl``
+    frame of a hooked call, the ``forward`` frame of a direct one); ``direct`` the ``forward`` frame
+    of a call made through ``module.forward(...)`` (:mod:`.direct_calls`), else None.
     """
 
-    __slots__ = ("module", "info", "layer", "scope", "args", "flops", "macs", "counted", "uncounted", "macs_unknown")
+    __slots__ = ("module", "info", "layer", "scope", "args", "flops", "macs", "counted", "uncounted", "macs_unknown",
+                 "boundary", "direct", "kwargs", "output", "returned", "watcher", "own", "inner")
 
     def __init__(self, module: Any, info: Any, layer: int | None, scope: int | None, args: tuple) -> None:
         self.module = module
@@ -56,6 +60,16 @@ class Call:
         self.layer = layer  # the record this call opened, or None
         self.scope = scope  # the innermost active record: this call's, or its parent's
         self.args = args
+        self.boundary: Any = None
+        self.direct: Any = None
+        self.kwargs: dict | None = None
+        self.output: Any = None
+        self.returned = False
+        self.watcher: Any = None
+        self.own: set | None = None
+        # whether events inside it look at the stack: a recorded container (a direct call can start in
+        # it; a leaf's children open no record), or a direct call (its end is seen that way)
+        self.inner = info is not None and layer is not None and not info.leaf and not info.script
         self.flops = 0
         self.macs = 0
         self.counted = 0
@@ -112,12 +126,17 @@ class CallRecorder:
         self._observers = tuple(observers)
         self._starts = overriding(self._observers, "call_started")
         self._ends = overriding(self._observers, "call_ended")
+        #: the observers' ``forward_started`` (their ``call_started`` when they do not override it)
+        self.direct_starts = forward_starts(self._observers)
+        self.ends = self._ends
         self._counting = counting
         self._active: dict[str, int] = {}
-        self._calls: dict[int, int] = {}
+        #: module id -> calls so far (the next record's ``call_index``)
+        self.call_counts: dict[int, int] = {}
         self._evaluate = evaluate
         self._on_failure = on_failure
         self._thread = threading.get_ident()
+        self.direct = DirectForwards(self, Call)
         self.pre_hook = self._make_pre_hook()
         self.post_hook = self._make_post_hook()
 
@@ -127,20 +146,27 @@ class CallRecorder:
     # many small modules.
 
     def _make_pre_hook(self) -> Callable[[nn.Module, tuple], None]:
-        infos, layers, frames, calls = self.infos, self.layers, self.frames, self._calls
+        infos, layers, frames, calls = self.infos, self.layers, self.frames, self.call_counts
         active, thread, get_ident = self._active, self._thread, threading.get_ident
         owners, starts, counting, tensor_type = self.owners, self._starts, self._counting, torch.Tensor
+        sync, boundaries, getframe = self.direct.sync, self.direct.boundaries, sys._getframe
 
         def pre_hook(module: nn.Module, args: tuple) -> None:
             key = id(module)
             info = infos.get(key)
             if info is None or get_ident() != thread:
                 return
+            entry = getframe(1)  # PyTorch's _call_impl: on the stack until the call ends
+            if frames[-1].inner:
+                sync(entry)  # a direct forward call around this one, begun or ended
             if counting:
                 label = info.label
                 active[label] = active.get(label, 0) + 1
             if not info.recorded:
-                frames.append(Call(module, info, None, frames[-1].scope, args))
+                call = Call(module, info, None, frames[-1].scope, args)
+                call.boundary = entry
+                boundaries[entry] = call
+                frames.append(call)
                 for start in starts:
                     start(module, info, None, args)
                 return
@@ -168,12 +194,42 @@ class CallRecorder:
                 }
             )
             call = Call(module, info, layer, layer, args)
+            call.boundary = entry
+            boundaries[entry] = call
             owners.append(call)
             frames.append(call)
             for start in starts:
                 start(module, info, layer, args)
 
         return pre_hook
+
+    def count_call(self, info: ModuleInfo) -> None:
+        """Note a call of ``info``'s module starting outside the hooks (a direct ``forward`` call)."""
+        if self._counting:
+            self._active[info.label] = self._active.get(info.label, 0) + 1
+
+    def fold_ended(self, call: Call, parent: Call) -> None:
+        """A call that ended outside the hooks adds its counts to ``parent``'s."""
+        if self._counting:
+            self._fold(call, parent)
+
+    @property
+    def evaluating(self) -> bool:
+        """Whether module formulas are evaluated (full mode)."""
+        return self._evaluate is not None
+
+    def evaluate_ended(self, module: nn.Module, info: ModuleInfo, args: tuple, kwargs: dict, output: Any,
+                       record: dict, index: int) -> None:
+        """Module formulas of a call that ended outside the hooks, as its post-hook would run them."""
+        if self._evaluate is not None:
+            self._evaluate_call(module, info, args, kwargs, output, record, index)
+
+    def close(self) -> None:
+        """After the pass (whatever happened): end the direct calls still open and stop watching frames."""
+        frames = self.frames
+        while len(frames) > 1 and frames[-1].direct is not None:
+            self.direct.end(frames.pop(), frames[-1])
+        self.direct.close()
 
     def _fold(self, call: Call, parent: Call) -> None:
         """Add an ended call's inclusive operator counts to its parent's and to its label's."""
@@ -206,6 +262,11 @@ class CallRecorder:
             return None  # a call whose start was not seen
         while True:
             call = frames.pop()
+            if call.direct is not None:  # a direct forward call inside it: its frame has returned
+                self.direct.end(call, frames[-1])
+                continue
+            self.direct.boundaries.pop(call.boundary, None)
+            call.boundary = call.own = None
             if self._counting:
                 self._fold(call, frames[-1])
             if call.module is module:
@@ -217,7 +278,7 @@ class CallRecorder:
         infos, layers, frames, thread, get_ident = self.infos, self.layers, self.frames, self._thread, threading.get_ident
         diagnostics, evaluate, on_failure = self.diagnostics, self._evaluate, self._on_failure
         ends, end_frames, fold, counting = self._ends, self._end_frames, self._fold, self._counting
-        tensor_type = torch.Tensor
+        tensor_type, boundaries = torch.Tensor, self.direct.boundaries
 
         def post_hook(module: nn.Module, args: tuple, *rest: Any) -> None:
             # Called as (module, args, kwargs, output) after a normal return, and as
@@ -228,6 +289,8 @@ class CallRecorder:
             call = frames[-1]
             if call.module is module and len(frames) > 1:  # the common case: the innermost call ends
                 frames.pop()
+                del boundaries[call.boundary]
+                call.boundary = call.own = None  # finished frames hold their locals (the call's output among them)
                 if counting:
                     fold(call, frames[-1])
             else:
@@ -291,50 +354,3 @@ class CallRecorder:
             self._evaluate(module, info, args, kwargs, output, record, self.diagnostics)  # type: ignore[misc]
         finally:
             counter.resume()
-
-
-def _global_hooks_take_kwargs() -> bool:
-    try:
-        params = inspect.signature(_module_mod.register_module_forward_hook).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
-    return "with_kwargs" in params and "always_call" in params
-
-
-#: Whether this PyTorch's global forward hooks accept ``with_kwargs`` and ``always_call``.
-GLOBAL_HOOKS = _global_hooks_take_kwargs()
-
-
-def remove_hooks(handles: list[Any]) -> None:
-    """Remove hooks installed by :func:`install_hooks`, leaving PyTorch's hook tables as they were."""
-    with_kwargs = getattr(_module_mod, "_global_forward_hooks_with_kwargs", None)
-    for handle in handles:
-        handle.remove()
-        if with_kwargs is not None:
-            # RemovableHandle forgets this table (PyTorch 2.x): drop our entry ourselves
-            with_kwargs.pop(handle.id, None)
-
-
-def install_hooks(root: nn.Module, recorder: CallRecorder) -> list[Any]:
-    """Install the recorder's hooks and return their handles (give them to :func:`remove_hooks`).
-
-    Global hooks where PyTorch supports them with keyword arguments; otherwise per-module hooks on
-    every module except ScriptModules (which refuse them).
-    """
-    handles: list[Any] = []
-    try:
-        if GLOBAL_HOOKS:
-            handles.append(_module_mod.register_module_forward_pre_hook(recorder.pre_hook))
-            handles.append(
-                _module_mod.register_module_forward_hook(recorder.post_hook, with_kwargs=True, always_call=True)
-            )
-            return handles
-        for module in root.modules():  # pragma: no cover - PyTorch without kwargs in global hooks
-            if isinstance(module, torch.jit.ScriptModule):
-                continue
-            handles.append(module.register_forward_pre_hook(recorder.pre_hook))
-            handles.append(module.register_forward_hook(recorder.post_hook, with_kwargs=True))
-    except BaseException:
-        remove_hooks(handles)
-        raise
-    return handles

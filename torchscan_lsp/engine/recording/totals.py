@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from torchscan_lsp.contract.metrics import aggregate
-from torchscan_lsp.contract.strict import strict_counts, strict_failures
+from torchscan_lsp.contract.strict import strict_failures, strict_rule
 from torchscan_lsp.engine.report import (
     EXECUTION_MODE,
     METHOD_MODULE_FORMULA,
@@ -123,13 +123,15 @@ def forward_totals(
 
 
 def check_strict(report: dict[str, Any], strict: Any = True) -> None:
-    """Raise :class:`IncompleteAnalysisError` when a count ``strict`` names is not complete
+    """Raise :class:`IncompleteAnalysisError` when a count ``strict`` checks is not complete
     (:mod:`torchscan_lsp.contract.strict`; docs/report-schema.md, strict mode).
 
-    ``strict=True`` checks FLOPs, MACs and parameters; a list names the counts to check. A count is
-    complete when one of its methods is (``module_flops`` or ``operator_flops``); totals that were
-    not requested (structure mode) and ``metric_not_applicable`` diagnostics never fail it.
+    ``strict=True`` is the reference's rule: every total and the receptive field complete, by every
+    method. ``strict="headline"`` checks FLOPs, MACs and parameters, each complete when one of its
+    methods is (``module_flops`` or ``operator_flops``); a list names the counts checked by that
+    rule. Totals that were not requested (structure mode) and ``metric_not_applicable``
+    diagnostics never fail it.
     """
-    failures = strict_failures(report, strict_counts(strict))
+    failures = strict_failures(report, strict_rule(strict))
     if failures:
         raise IncompleteAnalysisError(report, failures)

@@ -25,7 +25,7 @@ def summary(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     device: Any = None,
-    strict: bool | list[str] | tuple[str, ...] = False,
+    strict: bool | str | list[str] | tuple[str, ...] = False,
     mode: str = "full",
 ) -> AnalysisReport:
     """Crawl ``module`` as :func:`crawl_module` does, print the summary table, return the report.

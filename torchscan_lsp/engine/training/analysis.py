@@ -4,8 +4,10 @@ It runs the *estimated* method (:mod:`.estimate`: fake tensors and ``MemTracker`
 FLOPs are counted in the same pass) and the *measured* one (:mod:`.measured`: a real step under
 ``measure_peak_memory``), compares them where both ran, and holds the peak against a memory budget.
 A method that cannot run is ``unavailable`` with its reason (a model on the meta device or an
-absent GPU cannot be measured; a model that reads tensor values cannot be faked); when every method
-asked for failed, the first failure is raised, so a broken model is an error, not a silent blank.
+absent GPU cannot be measured; a step that reads tensor values cannot be faked: one message naming
+the line, :class:`~.construction.ValueReadError`, with a ``training_memory_unavailable`` warning);
+when every method asked for failed otherwise, the first failure is raised, so a broken model is an
+error, not a silent blank.
 
 The comparison: where both ran, ``agree`` says whether the two peaks are within
 :data:`AGREEMENT_TOLERANCE` (1 %) of the measured one, or :data:`AGREEMENT_SLACK_BYTES` (1 KiB),
@@ -26,6 +28,7 @@ import torch
 from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
+from torchscan_lsp.engine.training.construction import REAL_BUILD_LIMIT_BYTES, ValueReadError
 from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_failure, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
 from torchscan_lsp.contract.plan import parse_budget
@@ -38,10 +41,6 @@ AGREEMENT_TOLERANCE = 0.01
 #: ... or this many bytes, whichever is larger: the profiler also sees a few scalar tensors
 #: (4 bytes each) that a small model's 1 % would not cover.
 AGREEMENT_SLACK_BYTES = 1024
-
-
-class _Skipped(Exception):
-    """A method that does not apply here (no error of the model)."""
 
 
 def _unavailable(method: str, reason: str) -> dict[str, Any]:
@@ -97,7 +96,8 @@ def _budget(budget: int, memory: dict[str, Any], cuda: bool) -> tuple[dict[str, 
 def analyse_training_step(
     build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
     device: str | torch.device | None = None, memory_budget: int | str | None = None, estimate: bool = True,
-    measure: bool = True, custom_mapping: Any = None,
+    measure: bool = True, custom_mapping: Any = None, real_build_limit: int = REAL_BUILD_LIMIT_BYTES,
+    name_file: Callable[[str], str] = str,
 ) -> dict[str, Any]:
     """Analyse one training step of the model ``build()`` returns.
 
@@ -113,16 +113,21 @@ def analyse_training_step(
             ``training_memory_over_budget`` warning naming the largest categories.
         estimate, measure: which memory methods to run.
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
+        real_build_limit, name_file: for a model whose construction reads tensor values, as
+            :func:`~.estimate.estimate_training_memory` takes them.
 
     Returns:
         ``{"schema_version": 1, "kind": "training_step", "context", "options", "flops"`` (see
         :class:`~.flops.TrainingFlopCounter.report`, or ``None`` when no method ran a step),
+        ``"parameters"`` (the model's parameters, trainable and frozen, element metrics, from the
+        first method that ran; ``None`` when none did),
         ``"memory": {"estimated", "measured", "comparison", "budget"}``, ``"diagnostics"}``.
         Each memory method has ``method``, ``peak`` (a bytes metric) and, when unavailable, ``reason``.
 
     Raises:
         TypeError, ValueError: bad ``train`` options or ``memory_budget`` (before anything runs).
-        The first method's error when every method asked for failed.
+        The first method's error when every method asked for failed (a value read the estimate
+        cannot stand in for is no such error: it is the estimate's reason and a warning).
     """
     options = parse_train_options(train)
     budget = parse_budget(memory_budget, name="memory_budget") if memory_budget is not None else None
@@ -134,9 +139,13 @@ def analyse_training_step(
     inputs = {"train": options, "input_shape": input_shape, "input_dtype": input_dtype}
     if estimate:
         try:
-            result = estimate_training_memory(build, **inputs, target_device=str(target), custom_mapping=custom_mapping)
+            result = estimate_training_memory(build, **inputs, target_device=str(target), custom_mapping=custom_mapping,
+                                              real_build_limit=real_build_limit, name_file=name_file)
             flops = result.pop("flops")
             memory["estimated"] = result
+        except ValueReadError as exc:  # a limit of the method, not an error of the model: one message
+            memory["estimated"] = {**_unavailable(METHOD_MEM_TRACKER, str(exc)),
+                                   "value_read": {"file": exc.file, "line": exc.line, "phase": exc.phase}}
         except Exception as exc:  # noqa: BLE001 - reported, and raised below if nothing else ran
             failures.append(exc)
             memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, estimate_failure(exc))
@@ -170,12 +179,14 @@ def analyse_training_step(
         diagnostics.extend(over)
     if flops is not None:
         diagnostics = [*flops["diagnostics"], *diagnostics]
+    counted = [found for name in ran if (found := memory[name].pop("parameters", None)) is not None]
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "training_step",
         "context": measurement_context(),
         "options": {**options.as_dict(), "device": str(target)},
         "flops": flops,
+        "parameters": next(iter(counted), None),
         "memory": memory,
         "diagnostics": diagnostics,
     }

@@ -17,7 +17,9 @@ heap, allocator caching and fragmentation (on CPU the allocator returns memory a
 a tensor (e.g. oneDNN scratch space), and tensors the factory keeps elsewhere (a closure, a global)
 that the step never produces or receives. A model built on the meta device is materialised as fake
 CPU tensors; a factory that converts its model (``.to(torch.bfloat16)``, ``.double()``) converts
-fake tensors (:mod:`.fake_modules`).
+fake tensors (:mod:`.fake_modules`); a factory that reads tensor values while it builds the model
+(timm's ``.tolist()`` of its drop-path rates, ``trunc_normal_``) builds it on the meta device or,
+small, for real, converted to fake tensors (:mod:`.construction`).
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
+from torchscan_lsp.engine.recording.totals import model_totals
 from torchscan_lsp.engine.report import metric_result
+from torchscan_lsp.engine.training.construction import REAL_BUILD_LIMIT_BYTES, VALUE_READS, FakeBuild, step_value_read
 from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
-__all__ = ["METHOD_MEM_TRACKER", "estimate_failure", "estimate_training_memory", "track_step", "with_optimizer_split"]
+__all__ = ["METHOD_MEM_TRACKER", "PARAMETER_TOTALS", "estimate_failure", "estimate_training_memory", "track_step",
+           "with_optimizer_split"]
 
 #: The method label of estimated training memory.
 METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensorMode"
@@ -52,6 +57,11 @@ def estimate_failure(exc: BaseException, *, measured: bool = True) -> str:
                    "a tensor, in the model or in its optimizer, as torch.optim.Adafactor's step does -- cannot be "
                    "estimated" + ("; the measured step still runs)" if measured else ")"))
     return reason
+
+
+#: The parameter totals of a step's model (elements): all of them, those the step trains (they
+#: alone get gradients and optimizer state) and the frozen rest.
+PARAMETER_TOTALS = ("parameters", "trainable_parameters", "frozen_parameters")
 
 
 def with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:
@@ -136,6 +146,7 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
         "persistent": {"bytes": sum(persistent.values()), "by_category": persistent},
         "largest": largest,
         "by_module": {_path(fqn, root_label): record for fqn, record in sorted(tracker.module_stats())} if own else {},
+        "parameters": {name: metric for name, metric in model_totals(step.model).items() if name in PARAMETER_TOTALS},
         "cuda": tracker.cuda.report(),
     }
     if counter is not None:
@@ -146,33 +157,42 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
 def estimate_training_memory(
     build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
     target_device: str = "cpu", count_flops: bool = True, custom_mapping: Any = None,
+    real_build_limit: int = REAL_BUILD_LIMIT_BYTES, name_file: Callable[[str], str] = str,
 ) -> dict[str, Any]:
     """Estimate one training step of the model ``build()`` returns, on fake tensors.
 
     Args:
         build: a zero-argument factory (see :mod:`.step` for what it may return); it is called under
-            ``FakeTensorMode``, so it must not read tensor values (``.item()``, ``.tolist()``).
+            ``FakeTensorMode``; when that reads a tensor value (``.item()``, ``.tolist()``) it is
+            called again on the meta device, else for real (:mod:`.construction`).
         train: the ``train={...}`` options (:func:`~.options.parse_train_options`).
         input_shape, input_dtype: generated inputs, for a factory that returns only a model.
         target_device: the device type the step is estimated for; it decides PyTorch's default
             ``foreach`` (the tensors themselves are fake CPU tensors either way).
         count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`).
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
+        real_build_limit: bytes a real build of a model whose construction reads values may
+            allocate (0: never build for real).
+        name_file: how a :class:`~.construction.ValueReadError` names a source file.
 
     Returns:
-        ``{"method", "options", "foreach", "peak"`` (a bytes metric), ``"peak_phase"`` (``forward``,
+        ``{"method", "options", "foreach", "stand_in"`` (how the model was built: ``None`` under
+        the fake mode, ``"meta"`` or ``"real"`` when its construction read a value), ``"peak"`` (a bytes metric), ``"peak_phase"`` (``forward``,
         ``backward`` or ``optimizer_step``), ``"by_category"`` (bytes at the peak),
         ``"phases"`` (each phase's ``peak_bytes``, ``by_category`` at its peak and ``end_by_category``
         when it ended; the optimizer step ends once the output and the loss are released),
         ``"persistent"`` (what stays live between
         steps: parameters, buffers, optimizer state, inputs), ``"by_module"`` (path -> parameters,
-        buffers, inputs, outputs, forward and backward peak bytes), ``"cuda"`` (:mod:`.cuda`'s
-        derived figures) and ``"flops"`` when counted}.
+        buffers, inputs, outputs, forward and backward peak bytes), ``"parameters"`` (the model's
+        :data:`PARAMETER_TOTALS`, element metrics: a frozen parameter -- ``requires_grad=False``, a
+        fine-tuned backbone, the base weights under LoRA adapters -- has no gradient and no
+        optimizer state), ``"cuda"`` (:mod:`.cuda`'s derived figures) and ``"flops"`` when counted}.
 
     Raises:
         RuntimeError: this PyTorch has no ``MemTracker``.
-        Any error of the factory or of the step, unchanged (e.g. ``DataDependentOutputException``
-        for a model that reads tensor values).
+        ValueReadError: the step reads a tensor's value, or the construction does and no stand-in
+            worked; it names the file and line.
+        Any other error of the factory or of the step, unchanged.
     """
     from torchscan_lsp.engine.training.tracker import MEM_TRACKER_AVAILABLE
 
@@ -183,10 +203,14 @@ def estimate_training_memory(
         )
     options = parse_train_options(train)
     with FakeTensorMode(allow_non_fake_inputs=True) as mode, swappable_fake_tensors(mode):
+        faked = FakeBuild(build, mode, real_limit=real_build_limit, name_file=name_file)
         step = build_training_step(
-            build, options, input_shape=input_shape, input_dtype=input_dtype,
+            faked, options, input_shape=input_shape, input_dtype=input_dtype,
             foreach_device=target_device.split(":", 1)[0], materialise=True,
         )
         step.init_optimizer_state()
-        result = track_step(step, count_flops=count_flops, custom_mapping=custom_mapping)
-    return {"method": result.pop("method"), "options": options.as_dict(), **result}
+        try:
+            result = track_step(step, count_flops=count_flops, custom_mapping=custom_mapping)
+        except VALUE_READS as error:
+            raise step_value_read(error, step.running or "forward", name_file) from None
+    return {"method": result.pop("method"), "options": options.as_dict(), "stand_in": faked.stand_in, **result}

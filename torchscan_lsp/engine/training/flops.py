@@ -29,7 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchscan_lsp.contract.metrics import aggregate
 from torchscan_lsp.engine.recording.formula_provenance import flop_method
-from torchscan_lsp.engine.recording.operator_counter import SKIPPED_OPERATORS, OperatorCounter
+from torchscan_lsp.engine.recording.operator_counter import OperatorCounter
+from torchscan_lsp.engine.recording.skipped_operators import SKIPPED_OPERATORS
 from torchscan_lsp.engine.recording.operator_table import IGNORED_OPERATORS, validate_mapping
 from torchscan_lsp.engine.recording.operators import counter_report
 from torchscan_lsp.engine.report import MetricResult, metric_result

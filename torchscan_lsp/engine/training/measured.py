@@ -65,8 +65,9 @@ def measure_training_memory(
         ``{"method", "options", "foreach", "device", "metric"`` (``pytorch_tensor_bytes`` on CPU,
         ``pytorch_reserved_bytes`` on CUDA/MPS), ``"peak"`` (a bytes metric), ``"peak_phase"`` (the
         phase of the tracker's peak), ``"by_category"`` (:func:`measured_categories`: the estimate's
-        categories and ``untracked``, bytes, summing to the measured peak) and ``"memory"`` (the full
-        ``measure_peak_memory`` report), and ``"flops"`` when counted}.
+        categories and ``untracked``, bytes, summing to the measured peak), ``"parameters"`` (the
+        model's parameters, trainable and frozen: :func:`.estimate.track_step`'s) and ``"memory"``
+        (the full ``measure_peak_memory`` report), and ``"flops"`` when counted}.
 
     Raises:
         RuntimeError: the model is on the meta device, or the device is unavailable.
@@ -99,6 +100,7 @@ def measure_training_memory(
         "metric": report["metric"],
         "peak": metric_result(status="complete", value=report["peak_bytes"], unit="bytes", scope="workload", method=METHOD_MEASURED),
         "peak_phase": tracked["peak_phase"],
+        "parameters": tracked["parameters"],
         "by_category": measured_categories(tracked, report),
         "memory": report,
     }

@@ -33,7 +33,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 
 from torchscan_lsp.contract.training import TrainOptions
 
-__all__ = ["PHASES", "TrainingStep", "build_training_step", "resolve_foreach", "sum_of_outputs"]
+__all__ = ["PHASES", "TrainingStep", "build_training_step", "replace_tensors", "resolve_foreach", "sum_of_outputs"]
 
 #: The phases of a step, in the order they run.
 PHASES = ("forward", "backward", "optimizer_step")
@@ -113,6 +113,7 @@ class TrainingStep:
         self.optimizer = optimizer_class(self.parameters, **{**options.optimizer_options, "foreach": foreach})
         self.output: Any = None
         self.loss: torch.Tensor | None = None
+        self.running: str | None = None
 
     @property
     def device_type(self) -> str:
@@ -155,13 +156,16 @@ class TrainingStep:
         self.optimizer.zero_grad(set_to_none=True)
 
     def run(self, on_phase: Callable[[str], None] | None = None) -> None:
-        """Run the three phases; ``on_phase(name)`` is called before each. The output and the loss are
-        released at the end."""
+        """Run the three phases; ``on_phase(name)`` is called before each, and ``running`` names it
+        while it runs (after an error, the phase that raised). The output and the loss are released
+        at the end."""
         try:
             for name in PHASES:
                 if on_phase is not None:
                     on_phase(name)
+                self.running = name
                 getattr(self, name)()
+            self.running = None
         finally:
             self.output = self.loss = None
 
@@ -188,7 +192,7 @@ def _on_meta(model: nn.Module) -> bool:
     return any(tensor.is_meta for tensor in (*model.parameters(), *model.buffers()))
 
 
-def _replace_tensors(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
+def replace_tensors(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
     """Replace each parameter and buffer for which ``convert`` returns a tensor, keeping shared ones
     shared (a tied embedding and head stay one tensor).
 
@@ -262,10 +266,10 @@ def build_training_step(
     if _on_meta(model):
         if not materialise:
             raise RuntimeError("the model is on the meta device: it holds no memory and runs no kernels to measure.")
-        _replace_tensors(model, lambda t: torch.empty_like(t, device="cpu") if t.is_meta else None)
+        replace_tensors(model, lambda t: torch.empty_like(t, device="cpu") if t.is_meta else None)
     dtype = getattr(torch, options.dtype) if options.dtype else None
     if dtype is not None:  # as Module.to(dtype): floating-point tensors only
-        _replace_tensors(model, lambda t: t.to(dtype) if t.is_floating_point() and t.dtype != dtype else None)
+        replace_tensors(model, lambda t: t.to(dtype) if t.is_floating_point() and t.dtype != dtype else None)
     if device is not None:
         model.to(device)
     model.train()

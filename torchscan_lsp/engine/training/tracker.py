@@ -2,7 +2,7 @@
 
 ``torch.distributed._tools.mem_tracker.MemTracker`` categorises every tensor storage a step creates
 (parameters, buffers, gradients, activations, temporaries, optimizer state, other) and keeps the
-peak and per-module snapshots. :class:`PhaseMemTracker` is that tracker with three additions, each
+peak and per-module snapshots. :class:`PhaseMemTracker` is that tracker with four additions, each
 where ``MemTracker`` falls short:
 
 * **Speed.** ``MemTracker._update_peak_stats`` runs after every operator and visits every module
@@ -16,6 +16,11 @@ where ``MemTracker`` falls short:
 * **The CUDA caching allocator.** ``MemTracker`` rounds storages to 512 bytes only on CUDA tensors,
   and the CPU build of PyTorch cannot fake CUDA tensors. :meth:`_update_snap` also keeps a running
   total of the live storages as the CUDA allocator would size them (see :mod:`.cuda`).
+* **Frozen parameters.** ``MemTracker`` registers a gradient hook on every parameter of a module it
+  meets, and ``Tensor.register_hook`` raises for one that does not require grad (``cannot register a
+  hook on a tensor that doesn't require gradient``), so a fine-tuning step -- a frozen backbone, LoRA
+  adapters -- could not be tracked. Such a parameter gets no gradient, so it needs no hook:
+  :meth:`_track_module_params_and_buffers` marks it as hooked before ``MemTracker`` looks.
 
 :class:`PhaseTracking` holds the three, and keeps the largest bytes of each category at any moment;
 :class:`PhaseMemTracker` mixes it into ``MemTracker``, and a plan's sharded step mixes it into
@@ -76,6 +81,16 @@ def _total(snapshot: dict[Any, dict[Any, int]]) -> int:
     return int(sum(device_snapshot.get(_TOTAL, 0) for device_snapshot in snapshot.values()))
 
 
+class _NoHook:
+    """The hook handle of a parameter that never gets a gradient: nothing to remove."""
+
+    def remove(self) -> None:
+        pass
+
+
+_NO_HOOKS = (_NoHook(), _NoHook())
+
+
 class PhaseTracking:
     """The additions to a ``MemTracker`` (or a subclass of it, such as PyTorch's ``FSDPMemTracker``):
     mix it in before the tracker class, and set ``__torch_dispatch__`` to the tracker's own,
@@ -121,6 +136,14 @@ class PhaseTracking:
         if name is not None:
             self.phase_peaks[name] = (_total(current), current)
             self.cuda_phase_peaks[name] = self.cuda.allocated
+
+    def _track_module_params_and_buffers(self, module: Any, install_grad_hooks: bool = True) -> tuple[int, int]:
+        if install_grad_hooks:  # a frozen parameter gets no gradient: no hook (see the module docstring)
+            hooked = self._param_to_grad_hook_handles
+            for param in module.parameters():
+                if not param.requires_grad and param not in hooked:
+                    hooked[param] = _NO_HOOKS
+        return super()._track_module_params_and_buffers(module, install_grad_hooks)
 
     def _update_snap(self, u_type: Any, winfo: Any, old_mem_consumed: int | None = None, old_reftype: Any = None) -> None:
         super()._update_snap(u_type, winfo, old_mem_consumed=old_mem_consumed, old_reftype=old_reftype)

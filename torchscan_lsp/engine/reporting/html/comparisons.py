@@ -101,6 +101,17 @@ def _delta_text(diff: dict[str, Any]) -> str:
     return f"{diff.get('status')} Δ {fmt.change(delta, _unit(diff))}"  # escaped by the caller
 
 
+def _layer_table(shown: Any) -> list[str]:
+    """The editor's per-layer table (``{"headers", "rows", "note"}`` of text cells, added by the
+    server beside the diff: parameters, FLOPs and output shapes before and after), or nothing."""
+    if not isinstance(shown, dict) or not isinstance(shown.get("rows"), list):
+        return []
+    headers = [escape(h) for h in shown.get("headers") or []]
+    rows = [[escape(cell) for cell in row] for row in shown["rows"] if isinstance(row, list)]
+    return ['<h2>Per layer</h2><div id="layers">', table(headers, rows) if rows else "<p>No layer changed.</p>",
+            f"<p>{escape(shown.get('note') or '')}</p></div>"]
+
+
 def render_report_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
     """Title, escaped subtitle and body of a report comparison's page."""
     layers = report.get("layers") or {}
@@ -112,6 +123,7 @@ def render_report_comparison(report: dict[str, Any]) -> tuple[str, str, str]:
         rows.append([f"<code>{escape(name)}</code>", status_badge(diff.get("status")), num(metric_cell(diff.get("before"))),
                      num(metric_cell(diff.get("after"))), num(_change_cell(diff.get("delta"), _unit(diff)))])
     body = ['<h2>Totals</h2><div id="totals">', table(["metric", "status", "before", "after", "delta"], rows), "</div>"]
+    body += _layer_table(report.get("layer_table"))
     body += ["<h2>Added calls</h2>", _layer_rows(added, False), "<h2>Removed calls</h2>", _layer_rows(removed, False)]
     body += ["<h2>Changed calls</h2>", _layer_rows(changed, True)]
     return "Analysis comparison", subtitle, "".join(body)

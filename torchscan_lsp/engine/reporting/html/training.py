@@ -74,13 +74,19 @@ def _modules(flops: Mapping[str, Any]) -> str:
 
 
 def training_section(report: Mapping[str, Any]) -> str:
-    """The training step as a section of a page: FLOPs, memory by category, notes, diagnostics."""
+    """The training step as a section of a page: parameters (trainable and frozen), FLOPs, memory by
+    category, notes, diagnostics."""
     options = report.get("options") or {}
     flops = report.get("flops") or {}
     memory = report.get("memory") or {}
     setup = ", ".join(f"{key} {value}" for key, value in options.items() if value not in (None, {}, ""))
-    body = ['<section id="training"><h2>Training step</h2>', f"<p>{escape(setup)}</p>",
-            "<h3>FLOPs</h3>", totals_table(flops.get("totals") or {}) if flops else "<p>Not counted.</p>"]
+    body = ['<section id="training"><h2>Training step</h2>', f"<p>{escape(setup)}</p>"]
+    parameters = report.get("parameters")
+    if isinstance(parameters, Mapping) and parameters.get("parameters"):
+        # only the trainable parameters get gradients and optimizer state
+        body.append(f"<p>Trainable parameters: {escape(fmt.metric_text(parameters.get('trainable_parameters'), ''))} "
+                    f"of {escape(fmt.metric_text(parameters['parameters'], ''))}</p>")
+    body += ["<h3>FLOPs</h3>", totals_table(flops.get("totals") or {}) if flops else "<p>Not counted.</p>"]
     if flops:
         body.append(_modules(flops))
     body += ["<h3>Peak memory by category</h3>", _categories(memory), _method_notes(memory),
