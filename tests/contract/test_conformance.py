@@ -44,7 +44,8 @@ def test_a_result_without_its_report_is_no_result():
               "diagnostics": []}
     assert result_problem({"ok": True, "report": report}) == "report.schema_version: expected 1, got int 2"
     report["schema_version"] = 1
-    source_map = {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
+    source_map = {"modules": [], "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [],
+                  "parameters": []}
     whole = {"ok": True, "report": report, "source_map": source_map, "imported_files": ["net.py"],
              "library_stamps": {"/site/torch/__init__.py": 1}}
     assert result_problem(whole) is None

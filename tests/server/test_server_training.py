@@ -12,6 +12,9 @@ trained with SGD on a batch of 2 (``input_shape=(4,)``). By hand, in bytes (4 pe
     FLOPs: forward 2 * 2 * 4 * 2 = 32 for the product and 3 for the sum of the 4 outputs: 35;
     backward, the weight gradient (2 x 2)^T @ (2 x 4): 32, and the bias gradient's sum over the
     batch, 2 x (2 - 1) = 2: 34 (no input gradient: the input is data)
+
+``frozen.py`` fine-tunes ``Linear(8, 16), ReLU, Linear(16, 4)`` with the last layer frozen (the
+counts derived in tests/training/test_training_fine_tuning.py): the card says what trains.
 """
 
 import sys
@@ -36,6 +39,16 @@ MODEL = '''
     def build_linear():
         return nn.Linear(4, 2)
 '''
+FROZEN = '''
+    import torch.nn as nn
+
+
+    # torchscan: input_shape=(8,), train={"optimizer": "adamw", "batch": 2}
+    def build_frozen_head():
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        model[2].requires_grad_(False)
+        return model
+'''
 BUDGET_WARNING = ("build_linear: the training step's estimated peak, 136 B (in the backward), exceeds the memory "
                   "budget of 100 B; largest: parameters 40 B, temporaries 40 B, inputs 32 B.")
 
@@ -45,6 +58,7 @@ async def client(lsp_client: LanguageClient, request):
     root = request.getfixturevalue("tmp_path_factory").mktemp("train_ws")
     (root / "pyproject.toml").write_text('[tool.torchscan-lsp]\ntrain_memory = "100 B"\n', encoding="utf-8")
     lsp.write(root, "linear.py", MODEL)
+    lsp.write(root, "frozen.py", FROZEN)
     lsp_client.root = root
     lsp_client.status = lsp.attach(lsp_client)
     await lsp_client.initialize_session(types.InitializeParams(
@@ -99,3 +113,20 @@ async def test_measure_training_step_runs_both_methods(client):
     card = await _hover(client, uri, target)
     assert "| parameters | 40 B | 40 B |" in card
     assert "The two methods agree" in card
+
+
+async def test_the_card_of_a_fine_tuned_model_says_what_trains(client):
+    path = client.root / "frozen.py"
+    uri = await analysed(client, client.status, path)
+    card = await _hover(client, uri, line_of(path, "def build_frozen_head"))
+    # trainable: layer 0, 8 * 16 + 16 = 144; frozen: layer 2, 16 * 4 + 4 = 68; of 212
+    assert "**Training step** (adamw, batch 2, for-loop on cpu): trainable 144 of 212 parameters" in card
+    # forward: the two products 2 * 2 * 8 * 16 + 2 * 2 * 16 * 4 = 768, the ReLU 2 * 16 = 32, the
+    # loss's sum 2 * 4 - 1 = 7: 807. Backward: the frozen layer's input gradient only, 2 * 2 * 4 * 16
+    # = 256, the ReLU's mask 2 * 32 = 64, layer 0's weight gradient only (its input is data),
+    # 2 * 16 * 2 * 8 = 512, and its bias gradient 16 * (2 - 1) = 16: 848
+    assert "| forward | 807 FLOPs | complete |" in card and "| backward | 848 FLOPs | complete |" in card
+    # gradients exist for the 144 trainable elements only: 144 * 4 bytes = 576 B; AdamW's two
+    # moments 2 * 576 = 1,152 B and a 4-byte step per trained tensor (2): 1,160 B
+    assert "| gradients | 576 B | — |" in card
+    assert "| optimizer state | 1.13 KiB | — |" in card
