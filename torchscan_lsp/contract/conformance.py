@@ -158,7 +158,9 @@ def result_problem(result: Any) -> str | None:
     :class:`~.report.AnalysisReport` of schema version :data:`~.report.SCHEMA_VERSION`, a
     ``source_map`` that is a :class:`~.messages.SourceMap`, ``imported_files`` (workspace-relative
     paths), ``library_stamps`` (modification times in nanoseconds by absolute path) and, when
-    present, ``measurements`` (an object by kind) and ``target`` (a string).
+    present, ``measurements`` (an object by kind) and ``target`` (a string). A plan job's result
+    (``kind`` ``"plan"``) has a ``plan`` (the ``plan_training`` report, an object) in place of the
+    report and the source map.
 
     Returns: the first problem, as :func:`type_problem` words it.
     """
@@ -169,8 +171,9 @@ def result_problem(result: Any) -> str | None:
     report = result.get("report")
     if isinstance(report, dict) and report.get("schema_version") != SCHEMA_VERSION:
         return f"report.schema_version: expected {SCHEMA_VERSION}, got {_kind(report.get('schema_version'))}"
-    wanted = {"report": AnalysisReport, "source_map": SourceMap, "imported_files": list[str],
-              "library_stamps": dict[str, int]}
+    analysed = {"plan": dict[str, Any]} if result.get("kind") == "plan" else {"report": AnalysisReport,
+                                                                              "source_map": SourceMap}
+    wanted = {**analysed, "imported_files": list[str], "library_stamps": dict[str, int]}
     for key, hint in wanted.items():
         if key not in result:
             return f"the result has no {key}"
