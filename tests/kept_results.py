@@ -24,6 +24,7 @@ def ok_result(imported: list[str], stamps: dict | None = None, *, target: str = 
     ``extra`` keys to tell results apart."""
     report = {"schema_version": 1, "context": {}, "inputs": {}, "layers": [], "operator_flops": {},
               "totals": report_totals or {}, "diagnostics": []}
-    source_map = {"modules": [], "operators": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
+    source_map = {"modules": [], "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [],
+                  "parameters": []}
     return {"ok": True, "target": target, "report": report, "source_map": source_map,
             "imported_files": list(imported), "library_stamps": stamps or {}, **extra}

@@ -40,7 +40,7 @@ def test_table_for_a_conv_factory(workspace, capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"net.py:{line_of(files['net.py'], 'def build')}: build"
-    assert "conv2d    Conv2d    (1, 8, 30, 30)    224        True     " in lines
+    assert "conv2d    Conv2d    (1, 8, 30, 30)    224        0          True     " in lines
     assert "Total params: 224" in lines
     assert "Module-formula forward FLOPs: 388.80 kFLOPs" in lines
     assert "Operator forward FLOPs: 388.80 kFLOPs" in lines

@@ -30,5 +30,6 @@ def test_jobs():
                    "options": {"input_shape": [3, 8, 8]}, "source_text": None, "measure": ["latency", "memory"]}
     rendering = render_job("/ws", {"schema_version": 1}, {"memory": {"peak_bytes": 1}})
     assert rendering == {"workspace_root": "/ws", "target": None, "report": {"schema_version": 1},
-                         "measurements": {"memory": {"peak_bytes": 1}}, "title": None}
+                         "measurements": {"memory": {"peak_bytes": 1}}, "title": None, "headline": "operators",
+                         "findings": None}
     assert render_job("/ws", {"schema_version": 1}, title="build: now against HEAD")["title"] == "build: now against HEAD"

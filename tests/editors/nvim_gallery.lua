@@ -1,6 +1,7 @@
--- One headless Neovim session over the example gallery: the editors/nvim plugin against the real
--- server opens every file of SPEC, waits for all their analyses, shows each buffer until the hints
--- of its target lines arrived, and writes what Neovim received (inlay hints, diagnostics) as JSON.
+-- One headless Neovim session over a workspace (the example gallery, say): the editors/nvim plugin
+-- against the real server opens every file of SPEC, waits for all their analyses, shows each buffer
+-- until the hints of its target lines arrived, and writes what Neovim received (inlay hints,
+-- diagnostics, and the hovers asked for) as JSON.
 --
 --   nvim --headless --clean -l nvim_gallery.lua PLUGIN_DIR PYTHON SPEC_JSON OUT_JSON
 --

@@ -33,8 +33,38 @@ def test_analysis_report(tmp_path, conv_report):
     _offline_checks(text)
     assert "Analysis of torch.nn.modules.conv.Conv2d" in text
     assert "388,800 FLOPs" in text and "194,400 MACs" in text and "224 elements" in text
-    assert "100.0%" in text  # the only leaf has all the FLOPs
     assert report_kind(conv_report) == "analysis"
+    # the docs' example has no per-call operator counts: by the module formulas, the only call has
+    # all the FLOPs
+    text = render_report(conv_report, tmp_path / "conv.html", headline="modules").read_text(encoding="utf-8")
+    assert "100.0%" in text and "<th>FLOPs (module formulas)</th>" in text
+
+
+def test_the_module_table_headlines_the_method_asked_for_and_names_both(tmp_path):
+    # Conv2d(3, 8, 3) then ReLU on (1, 3, 8, 8): 6·6 = 36 positions, 8·36 = 288 outputs.
+    # Conv: 288·27 = 7,776 MACs, 2·7,776 = 15,552 FLOPs dispatched; ReLU one comparison per
+    # element, 288 FLOPs dispatched
+    report = crawl_module(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU()), (3, 8, 8))
+    operators = render_report(report, tmp_path / "o.html").read_text(encoding="utf-8")
+    assert ("<th>FLOPs (dispatched operators)</th><th>share of FLOPs</th><th>MACs (dispatched operators)</th>"
+            "<th>FLOPs (module formulas)</th><th>MACs (module formulas)</th>") in operators
+    # the root's row, its children's work included: 15,552 + 288 = 15,840 FLOPs, 100% of the total
+    assert '<td class="num">15,840 FLOPs</td><td><span class="share">100.0%</span>' in operators
+    modules = render_report(report, tmp_path / "m.html", headline="modules").read_text(encoding="utf-8")
+    assert "<th>FLOPs (module formulas)</th><th>share of FLOPs</th><th>MACs (module formulas)</th>" in modules
+    with pytest.raises(ValueError, match="headline must be one of 'operators', 'modules', got 'both'"):
+        render_report(report, tmp_path / "x.html", headline="both")
+
+
+def test_findings_replace_the_reports_own_diagnostics(tmp_path, evil_report):
+    finding = {"file": "net.py", "line": 7, "severity": "warning", "code": "uncounted_operator",
+               "message": "aten.sin has no FLOP formula"}
+    text = render_report(evil_report, tmp_path / "f.html", findings=[finding]).read_text(encoding="utf-8")
+    assert "Diagnostics, as the editor shows them (1)" in text and "<code>net.py:7</code>" in text
+    assert "aten.sin has no FLOP formula" in text
+    assert "Module type not supported" not in text  # the report's own list is not shown beside them
+    empty = render_report(evil_report, tmp_path / "e.html", findings=[]).read_text(encoding="utf-8")
+    assert "None: every number shown is complete." in empty
 
 
 def test_model_provided_strings_are_escaped(tmp_path, evil_report, evil_text):
@@ -210,7 +240,7 @@ def test_shares_of_a_complete_total(tmp_path):
     layers = [{"path": "fc", "call_index": 0, "type": "Linear", "metrics": {"module_flops": _flops("complete", 300)}},
               {"path": "relu", "call_index": 0, "type": "ReLU", "metrics": {"module_flops": _flops("complete", 100)}}]
     text = render_report(_analysis_of(layers, {**_flops("complete", 400), "scope": "forward"}),
-                         tmp_path / "r.html").read_text(encoding="utf-8")
+                         tmp_path / "r.html", headline="modules").read_text(encoding="utf-8")
     assert '<span class="share">75.0%</span>' in text and '<span class="share">25.0%</span>' in text
     assert "lower bound" not in text
 
@@ -222,7 +252,7 @@ def test_shares_of_a_lower_bound_say_so_and_work_not_counted_shows_no_percentage
               {"path": "odd", "call_index": 0, "type": "Odd", "metrics": {"module_flops": _flops("partial", 0)}},
               {"path": "gone", "call_index": 0, "type": "Gone", "metrics": {"module_flops": _flops("unavailable", None)}}]
     text = render_report(_analysis_of(layers, {**_flops("partial", 600), "scope": "forward"}),
-                         tmp_path / "r.html").read_text(encoding="utf-8")
+                         tmp_path / "r.html", headline="modules").read_text(encoding="utf-8")
     assert '<span class="share">≤ 100.0%</span>' in text
     assert not re.search(r"(?<![\d.])0\.0%", text)  # neither odd nor gone gets a percentage
     assert "counted in part: no share" in text and "not counted: no share" in text

@@ -382,6 +382,10 @@ async def test_show_report_renders_html_in_a_worker(client):
     assert written.endswith(".html")
     html = Path(written).read_text()
     assert html.lstrip().lower().startswith("<!doctype html") and "Conv2d" in html
+    # the page tells the editor's story: its headline method first, both named, and the editor's
+    # diagnostics (none: Conv2d(3, 8, 3) is counted in full by both methods)
+    assert "<th>FLOPs (dispatched operators)</th>" in html and "<th>FLOPs (module formulas)</th>" in html
+    assert "Diagnostics, as the editor shows them</h2><p>None: every number shown is complete.</p>" in html
     shown = client.shown_documents[-1]
     assert shown.uri == Path(written).as_uri() and shown.external
 

@@ -154,7 +154,7 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
             errors += d.severity == types.DiagnosticSeverity.Error
             exceeded += d.code in OVER_BUDGET_CODES
             found.append((d.range.start.line, d.range.start.character, severity[d.severity],
-                          _relocate(d.message, root), str(d.code)))
+                          _relocate(_one_line(d.message), root), str(d.code)))
         if hints:
             for h in build_inlay_hints(rel, lines, states, settings.inlayHints, path=document.path,
                                        headline=settings.headline):
@@ -170,6 +170,15 @@ def _rel(path: Path, root: Path) -> str:
         return Path(path).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return Path(path).as_posix()
+
+
+def _one_line(message: str) -> str:
+    """``message`` on one line, as every line of ``check`` is one diagnostic: an exception's text
+    over several lines (``Failed to import ...:\n<the cause>``) joined with spaces."""
+    return _BREAK.sub(" ", message)
+
+
+_BREAK = re.compile(r"\s*\n\s*")
 
 
 def _relocate(message: str, root: Path) -> str:

@@ -183,7 +183,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
     results = await _show_in_order(session, states, out, stdout, tables=args.format == "table",
                                    receptive_field_notes=args.receptive_field_notes)
     if args.html:
-        write_html(Path(args.html), str(root), [e for e in results if e.get("ok")], out)
+        write_html(Path(args.html), session, [(s, e) for s, e in zip(states, results) if e.get("ok")], out,
+                   receptive_field_notes=args.receptive_field_notes)
     if args.format == "json":
         json.dump(results, stdout, indent=2, allow_nan=False, default=str)
         stdout.write("\n")

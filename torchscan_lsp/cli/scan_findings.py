@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from torchscan_lsp.session.findings import Finding, result_findings
+from torchscan_lsp.session.findings import Finding, every_finding
 from torchscan_lsp.session.headline import method, other
 from torchscan_lsp.session.state import TargetState
 
@@ -26,14 +26,6 @@ shown first) and the parameters' (told in the first part already)."""
 
 def _rank(found: Finding) -> int:
     return 0 if found.severity != "information" else 1 if found.code == "partial-totals" else 2
-
-
-def _findings(state: TargetState, headline: str, notes: bool) -> list[tuple[str, Finding]]:
-    """Every finding of ``state``'s result, the target's own file first, as ``(file, finding)``."""
-    own = state.key.file
-    files = [own, *sorted(name for name in state.view.files if name != own)]
-    return [(name, found) for name in files
-            for found in result_findings(state, name, None, headline=headline, receptive_field_notes=notes)]
 
 
 def _line(root: str, name: str, found: Finding, display: Callable[[Path], str], severity: str | None = None) -> str:
@@ -49,9 +41,10 @@ def diagnostic_lines(state: TargetState, headline: str, display: Callable[[Path]
         return []
     shown, rest = method(headline), other(headline)
     # what makes a shown number a lower bound first, then the target's note, then the notes
-    first = sorted(_findings(state, shown.name, receptive_field_notes), key=lambda entry: _rank(entry[1]))
+    first = sorted(every_finding(state, shown.name, receptive_field_notes=receptive_field_notes),
+                   key=lambda entry: _rank(entry[1]))
     told = {found.message for _, found in first}
-    second = [(name, found) for name, found in _findings(state, rest.name, False)
+    second = [(name, found) for name, found in every_finding(state, rest.name)
               if found.code not in _OTHER_CODES and found.message not in told]
     lines = []
     root = state.key.root

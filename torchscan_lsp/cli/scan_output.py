@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.messages import render_attachments
+from torchscan_lsp.contract.messages import render_arguments
+from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.contract.metrics import metric_value
-from torchscan_lsp.session.jobs import build_render_job
+from torchscan_lsp.session.jobs import page_job
 from torchscan_lsp.session.measurements import measurement_failures
 from torchscan_lsp.cli.scan_plan import plan_lines
 from torchscan_lsp.session.training import training_summary
@@ -73,7 +74,8 @@ def report_failure(
         lead = _ERROR_KINDS.get(kind, "{target}").format(target=f"'{target.name}'")
         type_name = error.get("type") if kind != "strict" else None
         message = f"{lead}: {type_name}: {detail}" if type_name else f"{lead}: {detail}"
-    out.problem(where, line, message)
+    below = traceback_text(error)  # where below the line blamed it failed (inside a library)
+    out.problem(where, line, f"{message} ({below})" if below else message)
 
 
 def report_measurement_problems(out: Output, root: Path, shown: str, target: Any, result: dict[str, Any]) -> None:
@@ -92,8 +94,13 @@ def report_measurement_problems(out: Output, root: Path, shown: str, target: Any
             out.problem(shown, target.line, f"{target.name}: {diagnostic.get('message')}", "warning")
 
 
-def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output) -> None:
-    """Render each successful result (with its measurements attached) as an offline HTML file.
+def write_html(path: Path, session: Any, shown: list[tuple[Any, dict[str, Any]]], out: Output, *,
+               receptive_field_notes: bool = False) -> None:
+    """Render each successful result (``shown``: its target state and its entry, the ``file`` as
+    shown and the ``target``) as an offline HTML file, as the editor's "Show report" does
+    (:func:`~torchscan_lsp.session.jobs.page_job`: its measurements attached, the
+    headline method's numbers first, the editor's diagnostics; receptive-field notes with
+    ``receptive_field_notes``, as in the table's list).
 
     One result goes to ``path`` itself; several go beside it, named by :func:`html_paths` so that
     no report overwrites another, and each ``wrote`` line says which target it holds. Write errors
@@ -101,11 +108,11 @@ def write_html(path: Path, root: str, results: list[dict[str, Any]], out: Output
     """
     from torchscan_lsp.engine.reporting.html import render_report
 
-    for entry, target_path in zip(results, html_paths(path, results)):
-        job = build_render_job(root, entry["report"], entry.get("measurements"))
+    for (state, entry), target_path in zip(shown, html_paths(path, [entry for _, entry in shown])):
+        job = page_job(state, session.settings, receptive_field_notes=receptive_field_notes)
         try:
             render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}",
-                          **render_attachments(job["measurements"]))
+                          **render_arguments(job))
         except (OSError, ValueError) as error:
             out.problem(str(target_path), None, f"cannot write the HTML report: {error}")
             continue
@@ -134,7 +141,7 @@ def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
 
 def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], *, headline: str,
                 receptive_field_notes: bool = False) -> None:
-    """``state``'s summary table, its diagnostics as the editor folds them (headline method first:
+    """``state``'s summary table (``Param #`` and ``Buffers`` apart, no cell cut), its diagnostics as the editor folds them (headline method first:
     :mod:`torchscan_lsp.cli.scan_findings`) and its measurements."""
     from torchscan_lsp.cli.scan_findings import diagnostic_lines
     from torchscan_lsp.engine.reporting.table import format_info
@@ -143,7 +150,8 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
     title = f"{shown}:{target.line}: {target.name}"
     print(title, file=stdout)
     report = result["report"]
-    print(format_info(report, diagnostics_footer=False), file=stdout)
+    # parameters and buffers in columns of their own, so the rows add up to the totals; nothing cut
+    print(format_info(report, diagnostics_footer=False, buffers=True, cut=False), file=stdout)
     for line in diagnostic_lines(state, headline, display, receptive_field_notes=receptive_field_notes):
         print(line, file=stdout)
     measurements = result.get("measurements") or {}

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
 from torchscan_lsp.contract.report import AnalysisReport
+from torchscan_lsp.contract.tracebacks import TracebackFrame
 
 __all__ = [
     "ERROR_KINDS",
@@ -39,6 +40,7 @@ __all__ = [
     "analysis_job",
     "plan_job",
     "render_job",
+    "render_arguments",
     "RENDER_ATTACHMENTS",
     "render_attachments",
     "failure",
@@ -77,25 +79,38 @@ class PlanJob(Job):
 
 
 class RenderJob(TypedDict):
-    """An HTML rendering of an analysis ``report`` with the measurements to attach (by kind)."""
+    """An HTML rendering of an analysis ``report`` with the measurements to attach (by kind), the
+    counting method its module table headlines (``headline``: ``"operators"`` or ``"modules"``)
+    and the diagnostics it shows (``findings``: the editor's, each ``{"file", "line", "severity",
+    "code", "message"}``; ``None``: the report's own)."""
 
     workspace_root: str
     target: None
     report: AnalysisReport | dict[str, Any]
     measurements: dict[str, Any]
     title: str | None
+    headline: str
+    findings: list[dict[str, Any]] | None
 
 
 class ErrorInfo(TypedDict):
     """Why a job failed: ``kind`` (one of :data:`ERROR_KINDS`), the exception's type name (``None``
     when no exception was involved), a message, and the workspace-relative file and 1-based line to
-    blame (``None`` when unknown: the target's own line is blamed then)."""
+    blame (``None`` when unknown: the target's own line is blamed then).
+
+    ``traceback``, when the failure happened below the line blamed (inside an installed library: an
+    import that fails in the library's own modules), holds the innermost frames there, outermost
+    first, PyTorch's own frames and this project's left out; ``cause``, the exception that started
+    it (``"RuntimeError: operator torchvision::nms does not exist"``) when the error raised is
+    another one made from it (``raise ... from error``)."""
 
     kind: str
     type: str | None
     message: str
     file: str | None
     line: int | None
+    traceback: NotRequired[list[TracebackFrame]]
+    cause: NotRequired[str]
 
 
 class Site(TypedDict):
@@ -331,11 +346,21 @@ def plan_job(workspace_root: str, file: str, target: str, options: Mapping[str, 
 
 
 def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
-               title: str | None = None) -> RenderJob:
+               title: str | None = None, *, headline: str = "operators",
+               findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
     """Build a :class:`RenderJob` for ``report`` (an analysis report, or a comparison of two) with
-    the measurements to attach and the page's ``title`` (``None``: derived from the report)."""
+    the measurements to attach, the page's ``title`` (``None``: derived from the report), the method
+    its module table headlines and the diagnostics it shows (``None``: the report's own)."""
     return {"workspace_root": workspace_root, "target": None, "report": dict(report),
-            "measurements": dict(measurements or {}), "title": title}
+            "measurements": dict(measurements or {}), "title": title, "headline": headline,
+            "findings": None if findings is None else [dict(found) for found in findings]}
+
+
+def render_arguments(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``render_report`` keyword arguments of a :class:`RenderJob` but its title: its
+    attachments (:func:`render_attachments`), its headline and its findings."""
+    return {**render_attachments(job.get("measurements")), "headline": job.get("headline") or "operators",
+            "findings": job.get("findings")}
 
 
 def failure(
@@ -348,16 +373,24 @@ def failure(
     line: int | None = None,
     imported_files: Iterable[str] = (),
     log_tail: str = "",
+    traceback: list[TracebackFrame] | None = None,
+    cause: str | None = None,
 ) -> Result:
     """A failed :class:`Result` of the job for ``target``: the one builder every side uses.
 
     ``kind`` is one of :data:`ERROR_KINDS`; ``file`` and ``line`` the workspace file and line to
-    blame, when known. ``log_tail`` is added only when not empty.
+    blame, when known; ``traceback`` and ``cause`` as :class:`ErrorInfo` has them, each added only
+    when given. ``log_tail`` is added only when not empty.
     """
+    error: ErrorInfo = {"kind": kind, "type": type_name, "message": message, "file": file, "line": line}
+    if traceback:
+        error["traceback"] = list(traceback)
+    if cause:
+        error["cause"] = cause
     result: Result = {
         "ok": False,
         "target": target,
-        "error": {"kind": kind, "type": type_name, "message": message, "file": file, "line": line},
+        "error": error,
         "imported_files": list(imported_files),
     }
     if log_tail:

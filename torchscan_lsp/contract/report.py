@@ -27,6 +27,8 @@ __all__ = [
     "EXECUTION_MODE",
     "PACKAGE",
     "DIAGNOSTIC_NOT_APPLICABLE",
+    "DIAGNOSTIC_PYTHON_WARNING",
+    "NO_METRIC",
     "MODULE_FORMULA_METRICS",
     "OPERATOR_METRICS",
     "Diagnostic",
@@ -39,6 +41,8 @@ __all__ = [
     "subtree_layers",
     "outermost_layers",
     "subtree_total",
+    "call_layers",
+    "call_total",
     "ancestors",
     "inclusive_total",
 ]
@@ -58,6 +62,13 @@ PACKAGE = "torchscan-lsp"
 #: for attention, recurrent layers, EmbeddingBag): the metric is unavailable, and nothing is missing,
 #: so strict mode does not count it as incomplete (docs/report-schema.md).
 DIAGNOSTIC_NOT_APPLICABLE = "metric_not_applicable"
+
+#: The code of a diagnostic that carries a Python warning the analysed job raised (the worker puts
+#: them in the report instead of printing them): it concerns no metric, and nothing is missing.
+DIAGNOSTIC_PYTHON_WARNING = "python_warning"
+
+#: The ``metric`` of a diagnostic that concerns no metric (``python_warning``).
+NO_METRIC = "none"
 
 #: The per-call metrics module formulas compute, with their units.
 MODULE_FORMULA_METRICS = {"module_flops": "FLOPs", "macs": "MACs", "dmas": "DMAs"}
@@ -225,17 +236,57 @@ def subtree_total(
     forward total of ``name``.
     """
     roots = tuple(roots)
+    return _formula_total(subtree_layers(layers, roots), diagnostics, name, lambda path: in_subtree(path, roots),
+                          unit=unit, scope=scope, method=method)
+
+
+def _formula_total(inside: list[Mapping[str, Any]], diagnostics: Iterable[Mapping[str, Any]], name: str,
+                   below: Any, *, unit: str | None, scope: str, method: str) -> MetricResult:
+    """The sum of metric ``name`` over the records ``inside`` and the ``container_work`` of their
+    paths (or of a path ``below`` accepts), by :func:`subtree_total`'s rule."""
     unit = unit or MODULE_FORMULA_METRICS.get(name, "")
-    inside = subtree_layers(layers, roots)
     paths = {str(layer.get("path", "")) for layer in inside}
     parts: list[Mapping[str, Any]] = [layer["metrics"][name] for layer in inside if name in (layer.get("metrics") or {})]
     parts += [
         not_counted(unit, scope, method)
         for diag in diagnostics
         if diag.get("code") == "container_work" and diag.get("metric") == name
-        and diag.get("path") is not None and (diag["path"] in paths or in_subtree(str(diag["path"]), roots))
+        and diag.get("path") is not None and (diag["path"] in paths or below(str(diag["path"])))
     ]
     return aggregate(parts, unit=unit, scope=scope, method=method)
+
+
+def call_layers(layers: Iterable[Mapping[str, Any]], index: int) -> list[Mapping[str, Any]]:
+    """The record ``layers[index]`` and the records of every call made below it (by ``parent``),
+    in report order: one call's subtree, where :func:`subtree_layers` takes every call of a
+    module. Records without ``parent`` (reports from before the field) are placed by their names."""
+    layers = list(layers)
+    if any("parent" not in layer for layer in layers):
+        return list(subtree_layers(layers, (str(layers[index].get("path", "")),)))
+    inside = {index}
+    for position in range(index + 1, len(layers)):
+        if layers[position].get("parent") not in inside:
+            # a record opens when its call starts, so the calls below one are the records right
+            # after it; the first that is not below it ends them (the call had ended)
+            break
+        inside.add(position)
+    return [layers[position] for position in sorted(inside)]
+
+
+def call_total(layers: Iterable[Mapping[str, Any]], diagnostics: Iterable[Mapping[str, Any]], index: int,
+               name: str) -> MetricResult:
+    """The work of metric ``name`` in the one call ``layers[index]``, its children's included: for
+    an inclusive operator metric (``operator_flops``, ``operator_macs``) the record's own (an
+    unknown part without it); for a module-formula metric the sum over :func:`call_layers` with the
+    ``container_work`` of their paths, by :func:`subtree_total`'s rule. A call made once has the
+    numbers of its module's :func:`subtree_total` and :func:`inclusive_total`."""
+    layers = list(layers)
+    if name in OPERATOR_METRICS:
+        unit, method = OPERATOR_METRICS[name]
+        own = (layers[index].get("metrics") or {}).get(name)
+        return own if own else not_counted(unit, "forward", method)  # type: ignore[return-value]
+    return _formula_total(call_layers(layers, index), diagnostics, name, lambda path: False, unit=None,
+                          scope="forward", method=METHOD_MODULE_FORMULA)
 
 
 def ancestors(path: str) -> list[str]:

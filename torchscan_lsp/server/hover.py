@@ -14,10 +14,11 @@ from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import metric_value
+from torchscan_lsp.contract.report import DIAGNOSTIC_PYTHON_WARNING
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import STALE_NOTE, error_message, untrusted_message
+from torchscan_lsp.server.messages import STALE_NOTE, error_message, traceback_block, untrusted_message
 from torchscan_lsp.server.plan_card import plan_card
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
 from torchscan_lsp.session.findings import receptive_field_applies
@@ -28,6 +29,8 @@ from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.session.training import TrainingSummary, training_failure, training_report, training_summary
 
 MAX_PATHS = 8
+MAX_WARNINGS = 3
+"""Python warnings a target's hover quotes before it says how many more."""
 
 
 def parameters_text(totals: dict) -> str:
@@ -49,7 +52,8 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
     if state.untrusted:
         parts.append(untrusted_message(client))
     if state.error is not None:
-        parts.append(f"**Failed**: {error_message(state)}")
+        parts.append(f"**Failed**: {error_message(state, frames=False)}")
+        parts.append(traceback_block(state))
     if state.view is not None:
         if state.stale or state.error is not None:
             parts.append(STALE_NOTE)
@@ -62,6 +66,7 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         parts.append(comparison_card(comparison, headline))
         if view.report.get("inputs"):
             parts.append("Inputs: " + labels.inputs_text(view.report["inputs"]))
+        parts.append(_python_warnings(view))
     memory = model_memory(state)
     if memory is not None:
         parts.append(f"Peak memory: {fmt.byte_size(memory['delta_bytes'])} above the baseline "
@@ -78,6 +83,17 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
         parts.append(f"**Training step failed**: {failed.get('type')}: {failed.get('message')}")
     parts.append(plan_card(state))
     return "\n\n".join(p for p in parts if p)
+
+
+def _python_warnings(view: ResultView) -> str:
+    """The Python warnings the analysis caught while the model ran (kept off every log): detail,
+    since nothing is missing from a count because of them; ``""`` without any."""
+    caught = [str(d.get("message", "")) for d in view.report.get("diagnostics") or []
+              if d.get("code") == DIAGNOSTIC_PYTHON_WARNING]
+    if not caught:
+        return ""
+    more = f" and {len(caught) - MAX_WARNINGS} more" if len(caught) > MAX_WARNINGS else ""
+    return f"Python warnings while it ran ({len(caught)}): " + "; ".join(caught[:MAX_WARNINGS]) + more
 
 
 def _model_spread(state: TargetState) -> str:

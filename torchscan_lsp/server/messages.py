@@ -4,6 +4,7 @@ custom status notification's method."""
 
 from __future__ import annotations
 
+from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.session.state import TargetState
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "allow_setting",
     "untrusted_message",
     "error_message",
+    "traceback_block",
 ]
 
 # The project writes "analyse"; the command id keeps the spelling editors' key bindings and the
@@ -85,12 +87,34 @@ _ERROR_ADVICE = {
 }
 
 
-def error_message(state: TargetState) -> str:
-    """The message of a failed analysis: target, what went wrong, the exception, what to change."""
+def error_message(state: TargetState, *, frames: bool = True) -> str:
+    """The message of a failed analysis: target, what went wrong, the exception, what to change,
+    and (with ``frames``) where below the line blamed it happened: the exception it was made from
+    and the innermost frames of its traceback in an installed library (an import that fails in the
+    library's own modules), when the worker found them."""
     error = (state.error or {}).get("error") or {}
     kind = error.get("kind") or "crash"
     exception = f"{error['type']}: {error.get('message', '')}" if error.get("type") else error.get("message", "")
     message = f"{state.key.name}: {_ERROR_ADVICE.get(kind, kind)}: {exception}".rstrip(": ")
+    below = traceback_text(error) if frames else ""
+    if below:
+        message += f" ({below})"
     if state.view is not None:
         message += " (the hints shown are from the last successful analysis, marked stale)"
     return message
+
+
+def traceback_block(state: TargetState) -> str:
+    """The innermost frames of a failed analysis's traceback as a hover shows them, one frame and
+    its source line per line in a code block, after the exception it was made from; ``""`` when the
+    worker found none."""
+    error = (state.error or {}).get("error") or {}
+    frames = error.get("traceback") or []
+    if not frames and not error.get("cause"):
+        return ""
+    lines = [f'  File "{f.get("file")}", line {f.get("line")}, in {f.get("function")}'
+             + (f"\n    {f['source']}" if f.get("source") else "") for f in frames]
+    head = "Innermost frames of the traceback (PyTorch's own left out):" if frames else ""
+    if error.get("cause"):
+        lines.append(str(error["cause"]))
+    return "\n\n".join(part for part in (head, "```text\n" + "\n".join(lines) + "\n```") if part)

@@ -43,7 +43,7 @@ def file_status(states: list[TargetState], client: str | None = None) -> tuple[s
     if word == "running":
         message = "analysing " + ", ".join(s.key.name for s in chosen)
     elif word == "failed":
-        message = error_message(chosen[0])
+        message = error_message(chosen[0], frames=False)
     elif word == "untrusted":
         message = f"not analysed: the workspace is not trusted ({allow_setting(client)})"
     elif word in ("done", "stale"):

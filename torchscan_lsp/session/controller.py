@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.session.baselines import Baselines
 from torchscan_lsp.session.cache import ResultCache, cache_folder, job_key
-from torchscan_lsp.session.jobs import Limits, build_job, build_render_job, effective_options
+from torchscan_lsp.session.jobs import Limits, build_job, effective_options, page_job
 from torchscan_lsp.session.listener import Listener, Silent
 from torchscan_lsp.session.outcome import Outcome, prepare, take
 from torchscan_lsp.session.planning import Plans
@@ -342,12 +342,10 @@ class Session:
     # the worker, besides analyses ---------------------------------------------------------------
 
     async def render_html(self, state: TargetState, html_path: str) -> dict:
-        """Render ``state``'s last good report, with its measurements, as one offline HTML file in
-        a worker process (rendering imports torch). Returns ``{"ok": true, "path": ...}`` or a
-        failure result."""
-        assert state.view is not None, "render_html needs a good result"
-        job = build_render_job(state.key.root, state.view.report, state.measurements)
-        return await worker_client.render_html(job, html_path, python=self.settings.python)
+        """Render ``state``'s page as the editor shows it (:func:`~torchscan_lsp.session.jobs.page_job`)
+        as one offline HTML file in a worker process (rendering imports torch). Returns ``{"ok":
+        true, "path": ...}`` or a failure result."""
+        return await worker_client.render_html(page_job(state, self.settings), html_path, python=self.settings.python)
 
     async def prewarm(self) -> None:
         """Start the warm worker of the configured interpreter ahead of the first job (only once

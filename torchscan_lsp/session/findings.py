@@ -32,7 +32,7 @@ from torchscan_lsp.session.headline import MODULES, OPERATORS, Method, method
 from torchscan_lsp.session.results import LISTED_OPERATOR, ResultView, Site
 from torchscan_lsp.session.state import TargetState
 
-__all__ = ["Finding", "receptive_field_applies", "result_findings"]
+__all__ = ["Finding", "receptive_field_applies", "result_findings", "every_finding", "page_findings"]
 
 _QUOTED = re.compile(r"'[^']*'")
 _OBSERVED = re.compile(r"observed (\d+) time")
@@ -211,3 +211,25 @@ def result_findings(state: TargetState, name: str, current: list[str] | None, *,
     out = folder.findings()
     note = _target_note(state, method(headline)) if own else None
     return out + ([note] if note is not None else [])
+
+
+def every_finding(state: TargetState, headline: str, *, receptive_field_notes: bool = False) -> list[tuple[str, Finding]]:
+    """Every finding of ``state``'s good result, as ``(file, finding)``: the target's own file
+    first, then each other file the result names (workspace-relative, or a library file's absolute
+    path), at the lines as analysed."""
+    if state.view is None:
+        return []
+    own = state.key.file
+    files = [own, *sorted(name for name in state.view.files if name != own)]
+    return [(name, found) for name in files
+            for found in result_findings(state, name, None, headline=headline, receptive_field_notes=receptive_field_notes)]
+
+
+def page_findings(state: TargetState, headline: str, *, receptive_field_notes: bool = False) -> list[dict[str, Any]]:
+    """What the HTML report shows as its diagnostics: :func:`every_finding`, each as ``{"file",
+    "line", "severity", "code", "message"}`` (JSON, for the worker that renders the page), in file
+    and line order: the diagnostics the editor shows for the result, and no other."""
+    found = every_finding(state, headline, receptive_field_notes=receptive_field_notes)
+    order = {name: index for index, name in enumerate(dict.fromkeys(name for name, _ in found))}
+    return [{"file": name, "line": f.line, "severity": f.severity, "code": f.code, "message": f.message}
+            for name, f in sorted(found, key=lambda entry: (order[entry[0]], entry[1].line))]

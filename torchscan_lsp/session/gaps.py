@@ -16,7 +16,7 @@ from typing import Any
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
-from torchscan_lsp.contract.report import DIAGNOSTIC_NOT_APPLICABLE, in_subtree, outermost_layers
+from torchscan_lsp.contract.report import DIAGNOSTIC_NOT_APPLICABLE, DIAGNOSTIC_PYTHON_WARNING, in_subtree, outermost_layers
 from torchscan_lsp.session.headline import MODULES, OPERATORS, Method, method, other
 from torchscan_lsp.session.results import LISTED_OPERATOR, ResultView
 
@@ -49,8 +49,8 @@ _MODULE_PHRASES = {
 def concern(diagnostic: Mapping[str, Any]) -> str | None:
     """Which count a report diagnostic makes incomplete: ``"operators"``, ``"modules"``,
     ``"parameters"`` or ``"receptive_field"``; ``None`` when nothing is missing (a metric that does
-    not apply: ``metric_not_applicable``)."""
-    if diagnostic.get("code") == DIAGNOSTIC_NOT_APPLICABLE:
+    not apply: ``metric_not_applicable``; a Python warning the job raised: ``python_warning``)."""
+    if diagnostic.get("code") in (DIAGNOSTIC_NOT_APPLICABLE, DIAGNOSTIC_PYTHON_WARNING):
         return None
     if diagnostic.get("metric") in ADVISORY_METRICS or diagnostic.get("code") == "token_dependencies_unknown":
         return "receptive_field"

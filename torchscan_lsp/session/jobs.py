@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, PlanJob, RenderJob, analysis_job, plan_job, render_job
+from torchscan_lsp.session.findings import page_findings
 from torchscan_lsp.session.settings import Settings
+from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.targets.budgets import COMPARISON_OPTIONS
 from torchscan_lsp.targets.options import merge_options
 
 __all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_plan_job", "build_render_job", "effective_options",
-           "timing_asked", "wants_plan"]
+           "page_job", "timing_asked", "wants_plan"]
 
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
@@ -106,10 +108,26 @@ def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:
 
 
 def build_render_job(root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,
-                     title: str | None = None) -> RenderJob:
+                     title: str | None = None, *, headline: str = "operators",
+                     findings: Iterable[Mapping[str, Any]] | None = None) -> RenderJob:
     """The job that renders ``report`` (an analysis report, or a comparison) as HTML with its
     latency, per-layer latency, memory and training-step measurements attached (those that did not
-    fail), titled ``title`` (``None``: the report's own title)."""
+    fail), titled ``title`` (``None``: the report's own title), its module table headlining
+    ``headline``'s counts and its diagnostics the ``findings`` given (the editor's)."""
     attached = {name: m for name, m in (measurements or {}).items()
                 if name in RENDER_ATTACHMENTS and isinstance(m, dict) and "error" not in m}
-    return render_job(root, report, attached, title)
+    return render_job(root, report, attached, title, headline=headline, findings=findings)
+
+
+def page_job(state: TargetState, settings: Settings, *, receptive_field_notes: bool | None = None) -> RenderJob:
+    """The job that renders ``state``'s last good report as the editor shows it: with its
+    measurements, its module table headlining the ``torchscan.headline`` method, its diagnostics
+    the editor's findings (:func:`~torchscan_lsp.session.findings.page_findings`; receptive-field
+    notes as ``torchscan.receptiveFieldNotes`` says, unless ``receptive_field_notes`` does: ``scan
+    --receptive-field-notes``). Raises ``ValueError`` when ``state`` has no good result."""
+    if state.view is None:
+        raise ValueError(f"{state.key.name}: a report page needs a good result, and there is none.")
+    notes = settings.receptiveFieldNotes if receptive_field_notes is None else receptive_field_notes
+    findings = page_findings(state, settings.headline, receptive_field_notes=notes)
+    return build_render_job(state.key.root, state.view.report, state.measurements, headline=settings.headline,
+                            findings=findings)

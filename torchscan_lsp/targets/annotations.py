@@ -6,6 +6,7 @@ validated by :mod:`.options`; each mistake is a :class:`~.types.TargetProblem` a
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import re
 import tokenize
@@ -14,7 +15,7 @@ from typing import Any
 from torchscan_lsp.targets.options import KNOWN_OPTIONS, OptionError, unknown_option_message, validate_option
 from torchscan_lsp.targets.types import SourceLines, TargetProblem
 
-__all__ = ["PRAGMA_RE", "COLONLESS_RE", "pragma_comments", "comment_only_lines", "decorator_aliases", "is_target_decorator",
+__all__ = ["PRAGMA_RE", "COLONLESS_RE", "MISSPELT_RE", "misspelt_tag", "pragma_comments", "comment_only_lines", "decorator_aliases", "is_target_decorator",
            "parse_pragma", "parse_decorator"]
 
 PRAGMA_RE = re.compile(r"#\s*torchscan\s*:")
@@ -34,26 +35,54 @@ COLONLESS_RE = re.compile(r"#\s*torchscan\b\s*[^:\w\s]?\s*(?=[A-Za-z_]\w*\s*=)")
 (``torchscan``, maybe one stray mark such as ``;`` or ``=``, then ``option=``)."""
 
 
-def pragma_comments(source: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]], list[tuple[int, int, str]]]:
-    """(line, column, text) of each full-line pragma, (line, column) of trailing ones, and (line,
+MISSPELT_RE = re.compile(r"#\s*([A-Za-z_][\w-]*)\s*:\s*(?=[A-Za-z_]\w*\s*=)")
+"""A full-line comment shaped like a pragma, ``# WORD: option=...``, whatever ``WORD`` is."""
+
+_TAG = "torchscan"
+_TAG_SIMILARITY = 0.85
+"""How close (:class:`difflib.SequenceMatcher`'s ratio, case ignored) a comment's tag must be to
+``torchscan`` to read as a misspelling of it: ``torchscna`` 0.89, ``torch-scan`` 0.95, but
+``torchvision`` 0.70, ``torchscan_lsp`` 0.82, ``torch`` 0.71."""
+
+
+def misspelt_tag(comment: str) -> str | None:
+    """The tag of ``comment`` when it reads as a misspelt pragma tag (``# torchscna: x=1``,
+    ``# TorchScan: x=1``): a ``# WORD: option=`` comment whose ``WORD`` is not ``torchscan`` but
+    close to it (:data:`_TAG_SIMILARITY`); ``None`` otherwise."""
+    match = MISSPELT_RE.match(comment)
+    if match is None or match[1] == _TAG:
+        return None
+    ratio = difflib.SequenceMatcher(None, match[1].lower(), _TAG).ratio()
+    return match[1] if ratio >= _TAG_SIMILARITY else None
+
+
+def pragma_comments(source: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]], list[tuple[int, int, str]],
+                                          list[tuple[int, int, str]]]:
+    """(line, column, text) of each full-line pragma, (line, column) of trailing ones, (line,
     column, text) of full-line comments that would be a pragma but for the colon
-    (:data:`COLONLESS_RE`), which would otherwise be ignored without a word."""
+    (:data:`COLONLESS_RE`), and (line, column, text) of full-line comments whose tag is a
+    misspelling of ``torchscan`` (:func:`misspelt_tag`): both would otherwise be ignored without
+    a word."""
     pragmas: list[tuple[int, int, str]] = []
     trailing: list[tuple[int, int]] = []
     colonless: list[tuple[int, int, str]] = []
+    misspelt: list[tuple[int, int, str]] = []
     for tok in _tokens(source):
         if tok.type != tokenize.COMMENT:
             continue
         line, col = tok.start
         if not PRAGMA_RE.match(tok.string):
-            if COLONLESS_RE.match(tok.string) and not tok.line[:col].strip():
-                colonless.append((line, col, tok.string))
+            if not tok.line[:col].strip():
+                if COLONLESS_RE.match(tok.string):
+                    colonless.append((line, col, tok.string))
+                elif misspelt_tag(tok.string) is not None:
+                    misspelt.append((line, col, tok.string))
             continue
         if tok.line[:col].strip():
             trailing.append((line, col))
         else:
             pragmas.append((line, col, tok.string))
-    return pragmas, trailing, colonless
+    return pragmas, trailing, colonless, misspelt
 
 
 def comment_only_lines(source: str) -> set[int]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from torchscan_lsp.targets.annotations import (
     COLONLESS_RE,
+    MISSPELT_RE,
     comment_only_lines,
     decorator_aliases,
     is_target_decorator,
@@ -66,7 +67,7 @@ def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
         scan.problems.append(TargetProblem(1, 0, lines.end_of(1), f"cannot parse: {exc}"))
         return scan
 
-    pragmas, trailing, colonless = pragma_comments(source)
+    pragmas, trailing, colonless, misspelt = pragma_comments(source)
     for line, col, text in colonless:
         options = COLONLESS_RE.sub("", text, count=1).strip()
         scan.problems.append(
@@ -96,11 +97,28 @@ def find_targets(source: str, filename: str = "<unknown>") -> TargetScan:
     aliases = decorator_aliases(tree)
     pragma_by_node: dict[int, list[tuple[int, int, str]]] = {}
     comment_lines = comment_only_lines(source)
-    for line, col, text in pragmas:
+
+    def annotated(line: int) -> ast.AST | None:
+        """The def or class a comment on ``line`` stands above (only comment lines between)."""
         nxt = line + 1
         while nxt in comment_lines:
             nxt += 1
-        node = starts.get(nxt)
+        return starts.get(nxt)
+
+    for line, col, text in misspelt:
+        if annotated(line) is None:  # a comment elsewhere is someone else's: never a word about it
+            continue
+        options = MISSPELT_RE.sub("", text, count=1).strip()
+        scan.problems.append(
+            TargetProblem(
+                line, col, lines.end_of(line),
+                f"this comment is not a pragma: did you mean '# torchscan: {options}'? "
+                f"(the tag '{MISSPELT_RE.match(text)[1]}' is not 'torchscan')",
+                "information",
+            )
+        )
+    for line, col, text in pragmas:
+        node = annotated(line)
         if node is None:
             scan.problems.append(
                 TargetProblem(

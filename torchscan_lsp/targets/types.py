@@ -43,7 +43,7 @@ class TargetProblem:
     column: int
     end_column: int
     message: str
-    severity: str = "error"  # "error" | "warning"
+    severity: str = "error"  # "error" | "warning" | "information"
     target: str | None = None  # the target concerned, when there is one
 
     def to_dict(self) -> dict[str, Any]:

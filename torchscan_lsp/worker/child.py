@@ -5,7 +5,7 @@ Usage::
     python -m torchscan_lsp.worker --job JOB.json --result RESULT.json [--log LOG.txt]
     python -m torchscan_lsp.worker --render-html JOB.json OUT.html --result RESULT.json [--log LOG]
 
-(the rendering job holds ``report`` and ``measurements``).
+(the rendering job holds ``report``, ``measurements``, ``headline`` and ``findings``).
 
 Before anything of the user's runs, file descriptors 1 and 2 are pointed at the log file (or at
 the null device), so nothing the model prints can reach whoever reads this process's stdout. The
@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from torchscan_lsp.contract.messages import failure, render_attachments
+from torchscan_lsp.contract.messages import failure, render_arguments
 from torchscan_lsp.worker.limits import die_with_parent
 
 
@@ -91,7 +91,7 @@ def _render_html(job_path: str, html_path: str) -> dict[str, Any]:
         from torchscan_lsp import render_report
 
         job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-        render_report(job["report"], html_path, title=job.get("title"), **render_attachments(job.get("measurements")))
+        render_report(job["report"], html_path, title=job.get("title"), **render_arguments(job))
         return {"ok": True, "target": None, "path": html_path}
     except BaseException as error:  # noqa: BLE001 - reported to the server, never raised
         traceback.print_exc()

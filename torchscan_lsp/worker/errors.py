@@ -4,15 +4,22 @@ options error, its ``def``/``class`` line otherwise); :class:`Blame` knows where
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import sysconfig
+import traceback
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
 from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.tracebacks import TracebackFrame
 from torchscan_lsp.contract.strict import failure_diagnostics
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
+from torchscan_lsp.worker.workspace import PACKAGE_DIR, real_path, under
 
-__all__ = ["JobError", "Blame", "incomplete_message", "forward_advice"]
+__all__ = ["JobError", "Blame", "FRAMES_SHOWN", "innermost_frames", "incomplete_message", "forward_advice"]
 
 
 class JobError(Exception):
@@ -26,6 +33,8 @@ class JobError(Exception):
         type_name: str | None = None,
         file: str | None = None,
         line: int | None = None,
+        traceback: list[TracebackFrame] | None = None,
+        cause: str | None = None,
     ):
         super().__init__(message)
         self.kind = kind
@@ -33,6 +42,8 @@ class JobError(Exception):
         self.type_name = type_name
         self.file = file
         self.line = line
+        self.traceback = traceback
+        self.cause = cause
 
 
 @dataclass
@@ -77,8 +88,59 @@ class Blame:
             if kind == "options" and self.annotation_line is not None:
                 line = self.annotation_line
             location = {"file": self.rel_file, "line": line}
+        root = _root_cause(error)
         return JobError(kind, _exception_message(error), type_name=type(error).__name__,
-                        file=location["file"], line=location["line"])
+                        file=location["file"], line=location["line"],
+                        traceback=innermost_frames(root, self.workspace),
+                        cause=f"{type(root).__name__}: {_exception_message(root)}" if root is not error else None)
+
+
+FRAMES_SHOWN = 4
+"""How many of a traceback's innermost frames a failure carries (:func:`innermost_frames`)."""
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The exception ``error`` was made from, following ``raise ... from`` to its first link
+    (``diffusers``' "Failed to import ... (look up to see its traceback)" is raised from the
+    error that stopped the import). An implicit context (an error while handling another) is no
+    cause: the error raised is then the one to show."""
+    seen = {id(error)}
+    while error.__cause__ is not None and id(error.__cause__) not in seen:
+        error = error.__cause__
+        seen.add(id(error))
+    return error
+
+
+_STDLIB = real_path(sysconfig.get_paths()["stdlib"])
+
+
+def _own_frame(filename: str) -> bool:
+    """Frames a reader never fixes anything in: pseudo-files (``<frozen importlib._bootstrap>``),
+    the standard library's (``importlib.import_module``), this project's, and PyTorch's own, where
+    every error of an operator surfaces."""
+    if filename.startswith("<"):
+        return True
+    real = real_path(filename)
+    if under(real, _STDLIB) and not {"site-packages", "dist-packages"} & set(Path(real).parts):
+        return True
+    torch = sys.modules.get("torch")
+    torch_dir = os.path.dirname(real_path(torch.__file__)) if getattr(torch, "__file__", None) else None
+    return under(real, PACKAGE_DIR) or (torch_dir is not None and under(real, torch_dir))
+
+
+def innermost_frames(error: BaseException, workspace: Workspace, limit: int = FRAMES_SHOWN) -> list[TracebackFrame]:
+    """The innermost ``limit`` frames of ``error``'s traceback that lie below its innermost
+    workspace frame (the line a failure is blamed on), outermost first; :func:`_own_frame`'s left
+    out. Empty when the error was raised on a workspace line itself: the line blamed says it all.
+    An installed library's import that fails in its own modules gives its frames there:
+    ``torchvision/_meta_registrations.py:18 in wrapper``."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if not _own_frame(frame.filename)]
+    for index in range(len(frames) - 1, -1, -1):
+        if workspace.relative(frames[index].filename) is not None:
+            frames = frames[index + 1:]
+            break
+    return [{"file": workspace.shown(frame.filename), "line": int(frame.lineno or 0), "function": frame.name,
+             "source": (frame.line or "").strip()} for frame in frames[-limit:]]
 
 
 _MISMATCH = re.compile(

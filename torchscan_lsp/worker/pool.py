@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -204,8 +205,7 @@ class WarmParent:
             # The warm parent is gone: its children died with it. Marked before the first await,
             # so that no new request waits for an answer that cannot come.
             self._lost = True
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            _kill(process)
             for started in self._started.values():
                 if not started.done():
                     started.set_exception(ConnectionError("the warm worker process died"))
@@ -261,14 +261,28 @@ class WarmParent:
             return
         with contextlib.suppress(Exception):
             process.stdin.close()
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+        _kill(process)
 
 
     def _remove_scratch(self) -> None:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def _kill(process: asyncio.subprocess.Process | early.Adopted) -> None:
+    """``SIGKILL`` a warm parent process unless it has ended.
+
+    Never through ``asyncio.subprocess.Process.kill``: before Python 3.13 it signals through
+    ``subprocess.Popen.send_signal``, which first polls the child with ``waitpid`` and so may reap a
+    warm parent that just exited before asyncio's child watcher does; the watcher then finds no
+    child and logs ``Unknown child process pid N, will report returncode 255`` on stderr (CPython
+    gh-87744). ``os.kill`` leaves the reaping to the watcher (an adopted early parent, a
+    ``subprocess.Popen`` no watcher knows, answers ``returncode`` by polling itself).
+    """
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process.pid, signal.SIGKILL)
 
 
 _parents: dict[str, WarmParent] = {}

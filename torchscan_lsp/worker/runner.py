@@ -31,7 +31,8 @@ the model), :mod:`.options` (options to ``crawl_module`` arguments), :mod:`.meas
 :mod:`.errors` (where each error is placed).
 
 Errors never escape: they become ``{"ok": false, "error": {...}}`` naming the innermost traceback
-frame inside the workspace. Nothing is printed to stdout (the model's own prints go to stderr).
+frame inside the workspace. Nothing is printed to stdout (the model's own prints go to stderr), and
+Python warnings go to the report's diagnostics (:mod:`.python_warnings`).
 Modules imported from the workspace are removed from ``sys.modules`` afterwards, so the next job
 sees the files as they are then.
 """
@@ -52,7 +53,7 @@ import torch
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
-from torchscan_lsp.worker import measurements, planning, training
+from torchscan_lsp.worker import measurements, planning, python_warnings, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.compiled import hidden_from_dynamo
 from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
@@ -66,8 +67,10 @@ __all__ = ["run_job", "JobError"]
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Run ``job`` and return its JSON-serialisable result (see ``docs/architecture.md``)."""
     started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):
-        result = _Job(job, barrier=sys._getframe()).run()
+    with contextlib.redirect_stdout(sys.stderr), python_warnings.recorded() as caught:
+        runner = _Job(job, barrier=sys._getframe())
+        result = runner.run()
+    python_warnings.attach(result, caught, runner.blame.workspace if runner.blame is not None else None)
     result["elapsed_s"] = round(time.perf_counter() - started, 6)
     return result
 
@@ -284,6 +287,7 @@ class _Job:
         result: dict[str, Any] = dict(failure(
             self.target_name, error.kind, error.message, type_name=error.type_name or "Error",
             file=error.file, line=error.line, imported_files=self.imported_files,
+            traceback=error.traceback, cause=error.cause,
         ))
         report = getattr(error, "report", None)
         recorder = self.blame.recorder if self.blame is not None else None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.worker.limits import memory_message, rss_bytes, timeout_message
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
@@ -153,4 +154,16 @@ def outcome(job: Mapping[str, Any], status: int | None, limit: str | None, *, re
             error["file"], error["line"] = found
     if log_tail:
         result["log_tail"] = log_tail
+    if isinstance(error, dict):
+        _log_failure(job, error)
     return result
+
+
+def _log_failure(job: Mapping[str, Any], error: Mapping[str, Any]) -> None:
+    """Say in the server's log why a job that wrote its result failed, with where below the line
+    blamed (the innermost frames in a library), so that a failure is never only a squiggle."""
+    where = f"{error.get('file')}:{error.get('line')}" if error.get("file") else "the target"
+    exception = f"{error.get('type')}: {error.get('message')}" if error.get("type") else error.get("message")
+    below = traceback_text(error)
+    log.info("analysis of %s failed (%s) at %s: %s%s", job.get("target"), error.get("kind"), where, exception,
+             f" ({below})" if below else "")

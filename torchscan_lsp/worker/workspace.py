@@ -74,3 +74,17 @@ class Workspace:
             if part.startswith(".") or part in _EXCLUDED_PARTS:
                 return None
         return "/".join(parts)
+
+    def shown(self, filename: str) -> str:
+        """``filename`` as a traceback frame or a warning names it for a reader: a workspace file by
+        its workspace-relative path, an installed file by its path below ``site-packages`` (or
+        ``dist-packages``: ``torch/utils/checkpoint.py``, so no environment's folder is named), any
+        other file by its own name as given."""
+        rel = self.relative(filename)
+        if rel is not None:
+            return rel
+        parts = Path(filename).parts
+        for index in range(len(parts) - 2, -1, -1):
+            if parts[index] in ("site-packages", "dist-packages"):
+                return "/".join(parts[index + 1:])
+        return filename

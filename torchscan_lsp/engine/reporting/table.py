@@ -1,4 +1,10 @@
-"""The text table that ``summary`` prints, built only from an :class:`AnalysisReport`."""
+"""The text table that ``summary`` prints, built only from an :class:`AnalysisReport`.
+
+By default it is the reference's table (its ``Param #`` counts a layer's parameters and buffer
+elements together, its columns are capped in width). ``scan`` asks for its own layout
+(``buffers=True, cut=False``): ``Param #`` counts parameters only, so that the rows add up to
+``Total params``, a ``Buffers`` column beside it counts the buffer elements, and no cell is ever cut.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from torchscan_lsp.contract.metrics import is_lower_bound, metric_value
 __all__ = [
     "HEADERS",
     "MAX_WIDTHS",
+    "BUFFERS_HEADER",
     "format_name",
     "wrap_string",
     "unit_scale",
@@ -33,6 +40,10 @@ HEADERS = (
     "Effective padding",
 )
 MAX_WIDTHS = (27, 20, 25, 15, 9, 15, 16, 17)
+BUFFERS_HEADER = "Buffers"
+"""The column ``buffers=True`` adds after ``Param #``."""
+_BUFFERS_AT = 4
+_BUFFERS_WIDTH = 15
 _SEPARATOR = "    "
 _TOTAL_LINES = (
     ("module_flops", "Module-formula forward FLOPs", "FLOPs"),
@@ -101,17 +112,20 @@ def _rf_text(layer: dict[str, Any], name: str) -> str:
     return fmt.LOWER_BOUND.strip() + text if is_lower_bound(metric) else text
 
 
-def _cells(layer: dict[str, Any]) -> list[str]:
+def _cells(layer: dict[str, Any], buffers: bool = False) -> list[str]:
+    """A layer's cells. ``Param #`` is its parameters plus its buffer elements (the reference's
+    rule, BatchNorm2d(4): 8 + 9 = 17), or with ``buffers`` its parameters alone (8), the buffer
+    elements (4 + 4 running statistics, 1 batch counter = 9) in a cell of their own after it."""
     params = layer.get("parameters", {})
-    buffers = layer.get("buffers", {})
+    buffer_elements = int(layer.get("buffers", {}).get("elements", 0))
     trainable = int(params.get("trainable", 0))
     frozen = int(params.get("frozen", 0))
-    count = trainable + frozen + int(buffers.get("elements", 0))
+    count = trainable + frozen + (0 if buffers else buffer_elements)
     if trainable + frozen == 0:
         train_text = "-"
     else:
         train_text = str(trainable > 0)
-    return [
+    cells = [
         format_name(layer.get("name", ""), layer.get("depth", 0)),
         str(layer.get("type", "")),
         fmt.shape_text(layer.get("output")),
@@ -121,12 +135,31 @@ def _cells(layer: dict[str, Any]) -> list[str]:
         _rf_text(layer, "effective_stride"),
         _rf_text(layer, "effective_padding"),
     ]
+    if buffers:
+        cells.insert(_BUFFERS_AT, f"{buffer_elements:,}")
+    return cells
 
 
-def _ncols(receptive_field: bool, effective_rf_stats: bool) -> int:
+def _headers(buffers: bool) -> list[str]:
+    headers = list(HEADERS)
+    if buffers:
+        headers.insert(_BUFFERS_AT, BUFFERS_HEADER)
+    return headers
+
+
+def _max_widths(buffers: bool) -> list[int]:
+    widths = list(MAX_WIDTHS)
+    if buffers:
+        widths.insert(_BUFFERS_AT, _BUFFERS_WIDTH)
+    return widths
+
+
+def _ncols(receptive_field: bool, effective_rf_stats: bool, buffers: bool = False) -> int:
     if receptive_field and effective_rf_stats:
-        return 8
-    return 6 if receptive_field else 5
+        count = 8
+    else:
+        count = 6 if receptive_field else 5
+    return count + (1 if buffers else 0)
 
 
 def format_line_str(
@@ -135,18 +168,20 @@ def format_line_str(
     wrap_mode: str | None = "mid",
     receptive_field: bool = False,
     effective_rf_stats: bool = False,
+    buffers: bool = False,
 ) -> list[str]:
     """The cells of one layer row, each left-justified and truncated to its column width.
 
     A layer name wider than its column is never cut silently: it keeps its start and its last
     path part, with ``…`` where the middle was (``wrap_mode="end"``: its start, then ``…``);
-    :func:`format_info` widens the column so that no name is cut at all.
+    :func:`format_info` widens the column so that no name is cut at all. ``buffers``: the
+    layout with a ``Buffers`` column (see :func:`_cells`); ``col_w`` then has a width for it.
     """
-    widths = list(col_w) if col_w is not None else list(MAX_WIDTHS)
-    cells = _cells(layer)
+    widths = list(col_w) if col_w is not None else _max_widths(buffers)
+    cells = _cells(layer, buffers)
     cells[0] = _cut_name(cells[0], widths[0], wrap_mode)
     cells[2] = wrap_string(cells[2], widths[2], mode="end")
-    ncols = _ncols(receptive_field, effective_rf_stats)
+    ncols = _ncols(receptive_field, effective_rf_stats, buffers)
     return [format_s(cell, widths[i], widths[i]) for i, cell in enumerate(cells[:ncols])]
 
 
@@ -214,29 +249,38 @@ def format_info(
     receptive_field: bool = False,
     effective_rf_stats: bool = False,
     diagnostics_footer: bool = True,
+    *,
+    buffers: bool = False,
+    cut: bool = True,
 ) -> str:
     """Render a report (as returned by ``crawl_module`` or ``aggregate_info``) as the summary table.
 
     Each layer record is one row (see :func:`shown_layers` for the names and indentation). With
     ``diagnostics_footer`` the table ends by counting the report's diagnostics; a caller that lists
-    them itself (``scan``: :mod:`torchscan_lsp.cli.scan_findings`) turns it off.
+    them itself (``scan``: :mod:`torchscan_lsp.cli.scan_findings`) turns it off. ``buffers``:
+    ``Param #`` counts parameters only and a ``Buffers`` column counts buffer elements, so the
+    ``Param #`` cells add up to ``Total params`` (a ``Total buffers`` line follows it); ``cut=False``:
+    every column is as wide as its widest cell (the Layer column always is), so nothing is cut.
     """
     layers = shown_layers(module_info.get("layers", []))
-    ncols = _ncols(receptive_field, effective_rf_stats)
-    widths = [len(header) for header in HEADERS]
+    ncols = _ncols(receptive_field, effective_rf_stats, buffers)
+    headers = _headers(buffers)
+    caps = _max_widths(buffers)
+    widths = [len(header) for header in headers]
     for layer in layers:
-        cells = _cells(layer)
+        cells = _cells(layer, buffers)
         widths = [max(width, len(cell)) for width, cell in zip(widths, cells)]
-    # the Layer column fits its longest name: a name is never cut
-    widths = [widths[0], *(min(width, cap) for width, cap in zip(widths[1:], MAX_WIDTHS[1:]))][:ncols]
+    if cut:  # the Layer column fits its longest name: a name is never cut
+        widths = [widths[0], *(min(width, cap) for width, cap in zip(widths[1:], caps[1:]))]
+    widths = widths[:ncols]
     line_length = sum(widths) + len(_SEPARATOR) * (ncols - 1)
 
     lines = ["_" * line_length]
-    lines.append(_SEPARATOR.join(format_s(header, widths[i]) for i, header in enumerate(HEADERS[:ncols])))
+    lines.append(_SEPARATOR.join(format_s(header, widths[i]) for i, header in enumerate(headers[:ncols])))
     lines.append("=" * line_length)
-    full_widths = widths + list(MAX_WIDTHS[ncols:])
+    full_widths = widths + caps[ncols:]
     for layer in layers:
-        row = format_line_str(layer, full_widths, wrap_mode, receptive_field, effective_rf_stats)
+        row = format_line_str(layer, full_widths, wrap_mode, receptive_field, effective_rf_stats, buffers)
         lines.append(_SEPARATOR.join(row))
     lines.append("=" * line_length)
 
@@ -247,6 +291,8 @@ def format_info(
     lines.append(f"Trainable params: {trainable:,}")
     lines.append(f"Non-trainable params: {frozen:,}")
     lines.append(f"Total params: {total_params:,}")
+    if buffers:
+        lines.append(f"Total buffers: {_value(totals, 'buffer_elements'):,}")
     lines.append("-" * line_length)
     size = (_value(totals, "parameter_bytes") + _value(totals, "buffer_bytes")) / 1024**2
     lines.append(f"Model size (params + buffers): {size:.2f} Mb")

@@ -4,8 +4,11 @@
 style sheet, font, image or link, and a ``Content-Security-Policy`` that forbids every network
 fetch (``default-src 'none'``), so opening it can never reach the network. It renders:
 
-* an **analysis report** (``crawl_module``): totals with their statuses, the module table with a bar
-  for each layer's share of module FLOPs, the diagnostics, the inputs and the execution context.
+* an **analysis report** (``crawl_module``): totals with their statuses, the module table (each
+  call's FLOPs and MACs by the headline method, ``headline=``, the dispatched operators by
+  default, with a bar for its share of that method's total, then by the other method), the
+  diagnostics (``findings=``: those the editor shows, folded by line and cause, instead of the
+  report's own), the inputs and the execution context.
   Per-layer latency is attached with the optional ``layer_latency=`` argument (a report from
   ``measure_layer_latency``): its records are joined to the analysis layers by ``(path,
   call_index)`` and add a latency column with a bar for each call's share of the layer-latency sum.
@@ -38,6 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchscan_lsp.contract.methods import METHODS, OPERATORS
 from torchscan_lsp.contract.report import SCHEMA_VERSION
 from torchscan_lsp.engine.reporting.html.analysis import render_analysis
 from torchscan_lsp.engine.reporting.html.comparisons import render_benchmark_comparison, render_report_comparison
@@ -112,6 +116,8 @@ def render_report(
     training: dict[str, Any] | None = None,
     plan: dict[str, Any] | None = None,
     title: str | None = None,
+    headline: str = OPERATORS.name,
+    findings: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``document`` as one self-contained, offline HTML file at ``path``; return the path.
 
@@ -126,15 +132,25 @@ def render_report(
         training: with an analysis report only: an ``analyse_training_step`` report.
         plan: with an analysis report only: a ``plan_training`` report.
         title: the page title (escaped); by default derived from the document.
+        headline: with an analysis report: the counting method whose FLOPs and MACs the module
+            table shows first, ``"operators"`` (the dispatched operators, the default) or
+            ``"modules"`` (the module formulas), as the editor's ``torchscan.headline``.
+        findings: with an analysis report: the diagnostics to show, each ``{"file", "line",
+            "severity", "code", "message"}`` (what the editor shows: the language server and
+            ``scan --html`` pass its folded findings); ``None``: the report's own diagnostics.
 
     Raises:
         TypeError: ``document`` is not a dict.
-        ValueError: unknown document kind or schema version, or an attachment of the wrong kind
-            (or given with a document that is not an analysis report).
+        ValueError: unknown document kind or schema version, an attachment of the wrong kind (or
+            given with a document that is not an analysis report), or an unknown ``headline``.
         OSError: the file cannot be written (a missing folder: ``FileNotFoundError``); the error
             names ``path``.
     """
     kind = report_kind(document)
+    if headline not in METHODS:
+        raise ValueError(f"headline must be one of {', '.join(map(repr, METHODS))}, got {headline!r}.")
+    if findings is not None and kind != "analysis":
+        raise ValueError(f"findings= can only be given with an analysis report, not with a {kind} document.")
     attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training,
                    "plan": plan}
     expected = {"layer_latency": "layer_latency", "latency": "latency", "memory": "peak_memory",
@@ -147,7 +163,7 @@ def render_report(
         if report_kind(attached) != expected[name]:
             raise ValueError(f"{name}= must be a {expected[name]} report, got a {report_kind(attached)} document.")
     if kind == "analysis":
-        page_title, subtitle, body = render_analysis(document, layer_latency, latency, memory)
+        page_title, subtitle, body = render_analysis(document, layer_latency, latency, memory, headline, findings)
         if training is not None:
             body += training_section(training)
         if plan is not None:

@@ -1,13 +1,23 @@
 """The HTML page of an analysis report (``crawl_module``), with the measurements that can be
 attached to it: per-layer latency (joined to the layers by ``(path, call_index)``), whole-model
-latency and peak memory."""
+latency and peak memory.
+
+The module table tells the editor's story: each call's FLOPs and MACs by the *headline* method first
+(the dispatched operators unless the caller says otherwise: the editor's ``torchscan.headline``),
+named in its headers, the other method beside them, named too; each call's work includes its
+children's (a container's row is its subtree, as its line's hover says), and its parameters are its
+module's subtree's (each tensor once). The diagnostics are the ones the caller gives, as the editor
+folded them (its warnings only where a number shown is partial), or, for a report alone, the
+report's own.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from torchscan_lsp.contract import format as fmt
-from torchscan_lsp.contract.report import layer_key
+from torchscan_lsp.contract.methods import OPERATORS, Method, method, other
+from torchscan_lsp.contract.report import call_total, layer_key, subtree_layers
 from torchscan_lsp.engine.reporting.html.measurements import latency_summary, memory_table
 from torchscan_lsp.engine.reporting.html.page import (context_section, diagnostics_section, escape, key_values, metric_cell,
     num, plain, share_cell, share_note, shares, status_badge, table, totals_table)
@@ -41,37 +51,74 @@ def _latency_cells(layers: list[dict[str, Any]], layer_latency: dict[str, Any]) 
     return cells
 
 
-def _module_rows(layers: list[dict[str, Any]], total_flops: Any) -> list[list[str]]:
-    flops = [(layer.get("metrics") or {}).get("module_flops") for layer in layers]
-    flop_shares, largest = shares(flops, total_flops)
+def _parameters_cell(layers: list[dict[str, Any]], path: str) -> str:
+    """The parameters of module ``path``'s subtree (each tensor counted once, in the first call that
+    saw it), marked when some of them are shared with another module."""
+    inside = subtree_layers(layers, (path,))
+    count = sum((layer.get("parameters") or {}).get("trainable", 0) + (layer.get("parameters") or {}).get("frozen", 0)
+                for layer in inside)
+    shared = any((layer.get("parameters") or {}).get("shared") for layer in inside)
+    return num(escape(fmt.exact(count)) + (" (shared)" if shared else ""))
+
+
+def _work_cell(metric: Any) -> str:
+    cell = metric_cell(metric)
+    if isinstance(metric, dict) and metric.get("status") in ("partial", "unavailable"):
+        cell += " " + status_badge(metric["status"])
+    return num(cell)
+
+
+def _module_rows(report: dict[str, Any], layers: list[dict[str, Any]], shown: Method, beside: Method) -> list[list[str]]:
+    """One row per call: its identity, output and parameters, then its FLOPs (with their share of
+    the model's) and MACs by ``shown``, then by ``beside``; each call's work with its children's
+    (:func:`~torchscan_lsp.contract.report.call_total`)."""
+    diagnostics = report.get("diagnostics") or []
+    work = [{name: call_total(layers, diagnostics, index, name) for name in (shown.flops, shown.macs, beside.flops,
+                                                                              beside.macs)}
+            for index in range(len(layers))]
+    total_flops = (report.get("totals") or {}).get(shown.flops)
+    flop_shares, largest = shares([row[shown.flops] for row in work], total_flops)
     rows = []
-    for layer, metric, share in zip(layers, flops, flop_shares, strict=True):
-        metrics = layer.get("metrics") or {}
-        params = layer.get("parameters") or {}
-        count = (params.get("trainable") or 0) + (params.get("frozen") or 0)
-        flop_cell = metric_cell(metric) if metric is not None else "—"
-        if isinstance(metric, dict) and metric.get("status") in ("partial", "unavailable"):
-            flop_cell += " " + status_badge(metric["status"])
+    for layer, metrics, share in zip(layers, work, flop_shares, strict=True):
+        path = str(layer.get("path", ""))
         rows.append([
-            (f"<code>{escape(layer.get('path'))}</code>" if layer.get('path') else fmt.ROOT_MODULE),
+            (f"<code>{escape(path)}</code>" if path else fmt.ROOT_MODULE),
             num(escape(fmt.exact(layer.get("call_index")))),
             escape(layer.get("type", "")),
             _mono(layer.get("output")),
-            num(escape(fmt.exact(count)) + (" (shared)" if params.get("shared") else "")),
-            num(flop_cell),
-            share_cell(metric, share, largest, total_flops),
-            num(metric_cell(metrics["macs"]) if "macs" in metrics else "—"),
+            _parameters_cell(layers, path),
+            _work_cell(metrics[shown.flops]),
+            share_cell(metrics[shown.flops], share, largest, total_flops),
+            _work_cell(metrics[shown.macs]),
+            _work_cell(metrics[beside.flops]),
+            _work_cell(metrics[beside.macs]),
         ])
     return rows
 
 
+def _findings_section(findings: list[dict[str, Any]]) -> str:
+    """The diagnostics as the editor shows them (``findings``: ``file``, ``line``, ``severity``,
+    ``code``, ``message``), in file and line order."""
+    heading = "Diagnostics, as the editor shows them"
+    if not findings:
+        return f"<h2>{heading}</h2><p>None: every number shown is complete.</p>"
+    rows = [[f'<span class="{escape(f.get("severity"))}">{escape(f.get("severity"))}</span>',
+             f"<code>{escape(f.get('file'))}:{escape(f.get('line'))}</code>", f"<code>{escape(f.get('code'))}</code>",
+             escape(f.get("message"))] for f in findings]
+    return (f"<h2>{heading} ({len(rows)})</h2>" + table(["severity", "where", "code", "message"], rows, "findings")
+            + "<p>The report's diagnostics in full: <code>scan --format json</code>.</p>")
+
+
 def render_analysis(report: dict[str, Any], layer_latency: dict | None, latency: dict | None,
-                    memory: dict | None) -> tuple[str, str, str]:
+                    memory: dict | None, headline: str = OPERATORS.name,
+                    findings: list[dict[str, Any]] | None = None) -> tuple[str, str, str]:
     """Title, escaped subtitle and body of an analysis report's page.
 
-    Each layer's share of module FLOPs is of the report's ``module_flops`` total; shares of a
-    partial total are marked as at most (``≤``) and explained, and a layer not counted in full
-    shows no share.
+    ``headline``: the method whose FLOPs and MACs come first in the module table (``"operators"``
+    or ``"modules"``: :func:`~torchscan_lsp.contract.methods.method`); each call's share is of that
+    method's FLOPs total, a share of a partial total is marked as at most (``≤``) and explained, and
+    a call not counted in full shows no share. ``findings``: the diagnostics to show instead of the
+    report's own (the editor's, folded by line and cause).
     """
     context = report.get("context") or {}
     title = f"Analysis of {context.get('model_type', 'model')}"
@@ -86,14 +133,18 @@ def render_analysis(report: dict[str, Any], layer_latency: dict | None, latency:
     if memory is not None:
         body += ["<h2>Measured peak memory</h2>", memory_table(memory)]
     layers = [layer for layer in report.get("layers") or [] if isinstance(layer, dict)]
-    total_flops = totals.get("module_flops")
-    rows = _module_rows(layers, total_flops)
-    headers = ["path", "call", "type", "output", "parameters", "module FLOPs", "share of FLOPs", "MACs"]
+    shown, beside = method(headline), other(headline)
+    rows = _module_rows(report, layers, shown, beside)
+    headers = ["path", "call", "type", "output", "parameters", f"FLOPs ({shown.title})", "share of FLOPs",
+               f"MACs ({shown.title})", f"FLOPs ({beside.title})", f"MACs ({beside.title})"]
     if layer_latency is not None:
         headers += ["latency", "share of layer latency"]
         rows = [row + cells for row, cells in zip(rows, _latency_cells(layers, layer_latency), strict=True)]
-    body += [f"<h2>Modules ({len(rows)} calls)</h2>", table(headers, rows, "modules"),
-             share_note(total_flops, "module_flops")]
+    body += [f"<h2>Modules ({len(rows)} calls)</h2>",
+             f'<p id="headline">FLOPs and MACs of each call, its children\'s included, by the {escape(shown.title)} '
+             f"first (the headline), then by the {escape(beside.title)}; parameters of each module with its "
+             "children's, each tensor once.</p>",
+             table(headers, rows, "modules"), share_note(totals.get(shown.flops), shown.flops)]
     if layer_latency is not None:
         body += [
             "<p>Latency: each call replayed alone through <code>torch.utils.benchmark.Timer</code> on "
@@ -103,7 +154,7 @@ def render_analysis(report: dict[str, Any], layer_latency: dict | None, latency:
             totals_table(layer_latency.get("totals") or {}),
             share_note((layer_latency.get("totals") or {}).get("layer_latency_sum"), "layer_latency_sum"),
         ]
-    body.append(diagnostics_section(report.get("diagnostics")))
+    body.append(_findings_section(findings) if findings is not None else diagnostics_section(report.get("diagnostics")))
     if layer_latency is not None and layer_latency.get("diagnostics"):
         body.append(diagnostics_section(layer_latency.get("diagnostics"), "Per-layer latency diagnostics"))
     inputs = report.get("inputs") or {}
