@@ -14,7 +14,7 @@ lists it; the CNN here has 8.
 from __future__ import annotations
 
 import pytest
-from conftest import SmallCNN, gpt_factory, largest_measured, measured_peak, mlp
+from plan_models import SmallCNN, gpt_factory, largest_measured, measured_peak, mlp
 
 from torchscan_lsp.contract.plan import Policy
 from torchscan_lsp.contract.training import parse_train_options

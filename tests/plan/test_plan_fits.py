@@ -9,7 +9,7 @@ size (``estimate_training_memory``'s FLOP counter, a pass of its own)."""
 from __future__ import annotations
 
 import pytest
-from conftest import gpt_factory, measured_peak
+from plan_models import gpt_factory, measured_peak
 
 from torchscan_lsp.engine.training import estimate_training_memory, plan_training
 

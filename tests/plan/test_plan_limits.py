@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from conftest import gpt_factory, measured_peak, mlp
+from plan_models import gpt_factory, measured_peak, mlp
 
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.engine.training import plan_training

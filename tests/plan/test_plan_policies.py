@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import gpt_factory, measured_peak, mlp
+from plan_models import gpt_factory, measured_peak, mlp
 from torch import nn
 
 from torchscan_lsp.contract.plan import Policy
