@@ -108,7 +108,7 @@ def test_invalid_workspace_defaults(workspace, capsys):
             {"net.py": "# torchscan: input_shape=(3,), colour='red'\ndef build():\n    pass\n"},
             ["net.py"],
             "net.py:1: error: unknown option 'colour' (known options: input_shape, dtype, device, mode, "
-            "strict, train, train_memory, measure, timeout, budget, max_increase, compare_with, roofline)",
+            "strict, train, train_memory, plan, measure, timeout, budget, max_increase, compare_with, roofline)",
             id="unknown-option",
         ),
         pytest.param(

@@ -57,10 +57,10 @@ def test_code_lenses_on_the_target_line(session, expected):
     lenses = session["code_lenses"]
     assert {lens["line"] for lens in lenses} == {expected.target_line}
     assert [lens["title"] for lens in lenses] == [expected.totals, "Re-analyse", "Show report", "Measure latency", "Measure memory",
-                                                  "Measure training step"]
+                                                  "Measure training step", "Plan training"]
     assert {lens["command"] for lens in lenses} <= {"torchscan.reanalyze", "torchscan.showReport",
                                                      "torchscan.measureLatency", "torchscan.measureMemory",
-                                                     "torchscan.measureTraining"}
+                                                     "torchscan.measureTraining", "torchscan.planTraining"}
 
 
 def test_hover_on_the_module_line(session, expected):

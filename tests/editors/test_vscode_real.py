@@ -4,7 +4,7 @@ vscode_real/drive.mjs opens a workspace holding a model and a broken model and a
 the interpreter advice at start (nothing set, ``python3`` without the package), the fix it names
 (the interpreter in code-server's Remote settings), Restricted Mode, trust through the code lens,
 then the inlay hints, code lens, hover, Problems panel, status bar, "Measure latency",
-"Measure memory" and "Show report". Each test checks what the page showed at one step against
+"Measure memory", "Plan training" and "Show report". Each test checks what the page showed at one step against
 numbers derived by hand (editor_workspace). Screenshots of every step are written to
 build/vscode-real/ (named in the output); the session's timing is printed with them.
 """
@@ -39,7 +39,7 @@ def session(tmp_path_factory, request) -> dict:
     (workspace / "models" / "broken.py").write_text(BROKEN)
     ran = run_session(tmp, workspace, {
         "model": "models/model.py", "broken": "models/broken.py", "modelLines": MODEL.splitlines(),
-        "python": sys.executable, "uiTimeoutMs": 20_000, "analysisTimeoutMs": 90_000,
+        "python": sys.executable, "uiTimeoutMs": 20_000, "analysisTimeoutMs": 90_000, "planTimeoutMs": 300_000,
         "expected": {"totals": LABELS.totals,
                      "hints": {CLASS_LINE: LABELS.totals, CONV_LINE: LABELS.module, CALL_LINE: LABELS.shape}}})
     steps = ran["results"]["steps"]
@@ -112,7 +112,7 @@ def test_inlay_hints_on_the_class_conv_and_call_lines(session):
 def test_code_lens_above_the_class(session):
     assert seen(session, "code-lens")["lenses"] == [
         "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory",
-        "Measure training step"]
+        "Measure training step", "Plan training"]
 
 
 def test_hover_on_the_conv_line(session):
@@ -149,6 +149,21 @@ def test_measure_latency_and_memory_show_their_results_on_the_lens(session):
     assert _bytes(found.group(2)) >= 8 * 30 * 30 * 4
 
 
+def test_plan_training_from_the_lens_shows_the_plan_in_the_hover(session):
+    planned = seen(session, "plan-training")
+    assert planned["lenses"][-1] == "Plan training" and planned["status"] == "torchscan: done"
+    hover = planned["hover"]
+    # no plan option: the defaults, three precisions with and without checkpointing, against an
+    # H100's 80 GiB (the budget when none is set)
+    assert "Training plan: budget 80.0 GiB per device (H100-SXM, the default: set train_memory)" in hover
+    # a step of 65,536 samples holds about 65,536 · (3·32·32 input + 2 · 8·30·30 output and its
+    # gradient) · 4 B = 6.5 GB: the search's ceiling fits, a lower bound
+    for precision in ("float32", "bfloat16-mixed", "bfloat16"):
+        assert re.search(rf"{precision} · adamw · no checkpointing · one device\s+≥ 65,536", hover), hover
+    # one convolution: no repeated block to checkpoint, said instead of a number
+    assert "no repeated block to checkpoint" in hover
+
+
 def test_show_report_opens_the_report_in_the_editor(session):
     shown = seen(session, "show-report")
     # a browser window cannot open the server's file://: the report is a webview tab instead
@@ -158,6 +173,8 @@ def test_show_report_opens_the_report_in_the_editor(session):
     assert report["title"] == "Analysis of models.model.Net"
     assert report["contentSecurityPolicy"] == CONTENT_SECURITY_POLICY and report["scripts"] == 0
     assert "224 elements" in report["text"] and "388,800 FLOPs" in report["text"]
+    # the plan, with a chart of memory against the batch per policy with estimates (three)
+    assert report["plan"].startswith("Training plan") and report["charts"] == 3
 
 
 def test_server_log_lines_appear_once(session):

@@ -39,7 +39,7 @@ SUMMARY = pytest.StashKey[str]()
 """The session's one-line account (steps, seconds, where the screenshots are), for the summary."""
 
 START_TIMEOUT_S = 60
-DRIVER_TIMEOUT_S = 420
+DRIVER_TIMEOUT_S = 780
 GRACE_S = 5.0
 
 USER_SETTINGS = {

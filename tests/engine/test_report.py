@@ -24,7 +24,7 @@ COMMON = {"unit": "FLOPs", "scope": "forward", "method": "torchscan_module_formu
 def test_schema_version_and_vocabulary():
     assert SCHEMA_VERSION == 1
     assert STATUSES == ("complete", "partial", "unavailable")
-    assert set(UNITS) == {"calls", "FLOPs", "MACs", "DMAs", "elements", "bytes"}
+    assert set(UNITS) == {"calls", "FLOPs", "MACs", "DMAs", "elements", "bytes", "samples", "tokens"}
     assert set(SCOPES) == {"module_call", "forward", "model", "workload"}
     assert set(METHODS) == {
         "pytorch_hook",

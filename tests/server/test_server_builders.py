@@ -315,7 +315,7 @@ def test_code_lenses():
     lenses = build_code_lenses("file:///ws/net.py", Lines(SOURCE), [_state()])
     assert [lens.command.title for lens in lenses] == [
         "368 params · ≥ 195 kMACs · ≥ 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory",
-        "Measure training step"]
+        "Measure training step", "Plan training"]
     assert {lens.range.start.line for lens in lenses} == {3}
     assert lenses[1].command.command == "torchscan.reanalyze" and lenses[1].command.arguments == ["file:///ws/net.py", "Net"]
 

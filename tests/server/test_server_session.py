@@ -57,7 +57,7 @@ async def test_capabilities_push_diagnostics_for_neovim(client):
     assert capabilities.inlay_hint_provider and capabilities.hover_provider and capabilities.code_lens_provider
     assert set(capabilities.execute_command_provider.commands) == {
         "torchscan.reanalyze", "torchscan.showReport", "torchscan.measureLatency", "torchscan.measureMemory",
-        "torchscan.measureTraining", "torchscan.compareReport"}
+        "torchscan.measureTraining", "torchscan.planTraining", "torchscan.compareReport"}
 
 
 async def test_conv_hints_hover_lenses(client):
@@ -84,7 +84,7 @@ async def test_conv_hints_hover_lenses(client):
         text_document=types.TextDocumentIdentifier(uri=uri)))
     assert [lens.command.title for lens in lenses] == [
         "224 params · 194 kMACs · 389 kFLOPs", "Re-analyse", "Show report", "Measure latency", "Measure memory",
-        "Measure training step"]
+        "Measure training step", "Plan training"]
     assert all(lens.range.start.line == target - 1 for lens in lenses)
     assert not [d for d in _diagnostics(client, uri) if d[1] == types.DiagnosticSeverity.Error]
 
@@ -413,7 +413,7 @@ async def test_command_on_unknown_file_or_target_is_a_clear_error(client):
             command="torchscan.reanalyze", arguments=[missing]))
     uri = await analysed(client, client.status, client.root / "conv.py")
     for command in ("torchscan.showReport", "torchscan.reanalyze", "torchscan.measureLatency", "torchscan.measureMemory",
-                    "torchscan.measureTraining", "torchscan.compareReport"):
+                    "torchscan.measureTraining", "torchscan.planTraining", "torchscan.compareReport"):
         with pytest.raises(JsonRpcException) as raised:
             await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=[uri, "nope"]))
         # the message alone, as invalid parameters: no server traceback in the answer

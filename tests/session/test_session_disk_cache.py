@@ -156,3 +156,21 @@ def test_a_cache_folder_that_cannot_be_made_keeps_results_in_memory_and_says_why
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     cache.persist(lambda: cache_folder("results"))                   # a usable folder: nothing to say
     assert cache.problem is None and cache.folder == tmp_path / "home" / ".cache" / "torchscan-lsp" / "results"
+
+
+def test_a_plan_result_is_kept_on_disk_like_an_analysis(tmp_path):
+    # a plan job's result has its plan where an analysis has its report and source map
+    hashes = {"net.py": "1"}
+    plan_job = {**JOB, "options": {**JOB["options"], "plan": True}, "kind": "plan"}
+    plan = {"schema_version": 1, "kind": "training_plan", "policies": [], "estimates": 0}
+    result = {"ok": True, "target": "build", "kind": "plan", "plan": plan, "imported_files": ["net.py"],
+              "library_stamps": {}}
+    key = job_key(plan_job, "1", "/usr/bin/python3")
+    assert key != job_key({**plan_job, "kind": None}, "1", "/usr/bin/python3")  # never the analysis's entry
+    ResultCache(folder=tmp_path / "results").put(key, result, hashes.get)
+    reopened = ResultCache(folder=tmp_path / "results")
+    assert reopened.get(key, hashes.get) == result and reopened.problem is None
+    # one without its plan is no result of a plan job
+    broken = {k: v for k, v in result.items() if k != "plan"}
+    ResultCache(folder=tmp_path / "other").put(key, broken, hashes.get)
+    assert ResultCache(folder=tmp_path / "other").get(key, hashes.get) is None

@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 
 import torchscan_lsp.worker.runner as runner_module
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace

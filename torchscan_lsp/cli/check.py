@@ -88,7 +88,7 @@ async def check(files: list[SourceFile], root: Path, *, python: str | None, time
     from torchscan_lsp.cli.session import command_session, time_alone
 
     session, problems = command_session(str(root), python=python, timeout=timeout, memory_mb=memory_mb,
-                                        headline=headline, compare_with=compare_with)
+                                        headline=headline, compare_with=compare_with, auto_plan=False)
     documents, unreadable = session.open_files(files, str(root))
     time_alone(session)
     if compare_with is None and not any(session.target_options(s).get("max_increase")

@@ -80,6 +80,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "once (the default; a target's own roofline option wins)",
     )
     parser.add_argument(
+        "--plan", action="store_true",
+        help="also plan the training: per policy (precision, optimizer, checkpointing, sharding) the largest batch "
+        "(and sequence) whose estimated step fits the memory budget (train_memory or the plan's memory)",
+    )
+    parser.add_argument(
         "--receptive-field-notes", action="store_true",
         help="also list where a convolutional model's receptive field could not be derived (the "
         "editor's torchscan.receptiveFieldNotes; off by default)",
@@ -191,6 +196,7 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
 
     measure = _measurements(args)
     time_alone(session, measure)
+    session.plans.every = args.plan
     by_path = {d.path: d for d in documents}
     for state in states:
         session.analyse(by_path[str(Path(state.key.root, state.key.file))], [state.key.name], measure=measure)
@@ -216,12 +222,15 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
     try:
         for state in states:
             await session.finished(state)
+            await session.plans.finished(state)  # asked for (--plan), or by the target's plan options
             if printer is not None:
                 await printer
             if state.error is None and state.view is None:  # its job never ran (it was cancelled)
                 result: dict[str, Any] = dict(failure(state.key.name, "cancelled", "the analysis did not run"))
             else:
                 result = dict(state.error if state.error is not None else state.view.result)
+                if state.error is None and "plan" in state.measurements:
+                    result["measurements"] = {**(result.get("measurements") or {}), "plan": state.measurements["plan"]}
             # What the model printed goes to stderr: stdout carries only the tables or the JSON.
             # A job stopped or killed ends its output with the stack dump that located the error.
             tail = result.pop("log_tail", "")

@@ -13,6 +13,7 @@ from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.session.jobs import page_job
 from torchscan_lsp.session.measurements import measurement_failures
+from torchscan_lsp.cli.scan_plan import plan_lines
 from torchscan_lsp.session.training import training_summary
 
 __all__ = ["Output", "display", "report_failure", "report_measurement_problems", "print_table", "write_html",
@@ -187,6 +188,9 @@ def _measurement_lines(measurements: dict[str, Any]) -> list[str]:
             continue
         if name == "train":
             lines += training_lines(report)
+            continue
+        if name == "plan":
+            lines += plan_lines(report)
             continue
         if name == "memory":
             peak = report.get("peak_bytes")

@@ -37,15 +37,17 @@ def cli_messages(result: dict[str, Any], flags: dict[str, str] = FLAGS) -> dict[
 
 def command_session(root: str, *, python: str | None = None, timeout: float | None = None,
                     memory_mb: float | None = None, headline: str | None = None,
-                    compare_with: str | None = None, roofline: str | None = None) -> tuple[Session, list[str]]:
+                    compare_with: str | None = None, roofline: str | None = None,
+                    auto_plan: bool = True) -> tuple[Session, list[str]]:
     """A trusted session for a command run under ``root``, configured from the workspace and the
     flags (``None``: not given; ``compare_with`` is ``torchscan.compareWith``); returns it and one
-    message per setting that was skipped."""
+    message per setting that was skipped. ``auto_plan``: plan the targets whose options ask for a
+    plan (``scan``; ``check`` shows the editor's hints and diagnostics, which no plan changes)."""
     overrides = {key: value for key, value in (("python", python), ("timeoutSeconds", timeout),
                                                ("memoryLimitMb", memory_mb), ("headline", headline),
                                                ("compareWith", compare_with), ("roofline", roofline))
                                                 if value is not None}
-    session = Session(trusted=True)
+    session = Session(trusted=True, auto_plan=auto_plan)
     _, problems = session.configure(root, overrides)
     worker = session.run_job
 

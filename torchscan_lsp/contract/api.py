@@ -34,4 +34,5 @@ ENGINE_EXPORTS = (
     "measure_training_memory",
     "measure_ceilings",
     "roofline_report",
+    "plan_training",
 )

@@ -160,7 +160,9 @@ def result_problem(result: Any) -> str | None:
     paths), ``library_stamps`` (modification times in nanoseconds by absolute path) and, when
     present, ``measurements`` (an object by kind) and ``target`` (a string). The result of a
     training estimate alone (``phase`` ``"training"``, as the editor's session keeps it) has
-    ``measurements`` holding a ``train`` object instead of the report and its source map.
+    ``measurements`` holding a ``train`` object instead of the report and its source map; a plan
+    job's result (``kind`` ``"plan"``) has a ``plan`` (the ``plan_training`` report, an object) in
+    place of the report and the source map.
 
     Returns: the first problem, as :func:`type_problem` words it.
     """
@@ -171,8 +173,9 @@ def result_problem(result: Any) -> str | None:
     report = result.get("report")
     if isinstance(report, dict) and report.get("schema_version") != SCHEMA_VERSION:
         return f"report.schema_version: expected {SCHEMA_VERSION}, got {_kind(report.get('schema_version'))}"
-    wanted = {"report": AnalysisReport, "source_map": SourceMap, "imported_files": list[str],
-              "library_stamps": dict[str, int]}
+    analysed = {"plan": dict[str, Any]} if result.get("kind") == "plan" else {"report": AnalysisReport,
+                                                                              "source_map": SourceMap}
+    wanted = {**analysed, "imported_files": list[str], "library_stamps": dict[str, int]}
     if result.get("phase") == "training":
         wanted = {"measurements": dict[str, Any], "imported_files": list[str], "library_stamps": dict[str, int]}
         if not isinstance((result.get("measurements") or {}).get("train"), dict):

@@ -21,6 +21,7 @@ __all__ = [
     "MEASUREMENT_KINDS",
     "JOB_PHASES",
     "Job",
+    "PlanJob",
     "RenderJob",
     "ErrorInfo",
     "Site",
@@ -39,6 +40,7 @@ __all__ = [
     "ImportRequest",
     "WarmEvent",
     "analysis_job",
+    "plan_job",
     "render_job",
     "render_arguments",
     "RENDER_ATTACHMENTS",
@@ -75,6 +77,15 @@ class Job(TypedDict):
     source_text: str | None
     measure: list[str]
     phase: NotRequired[str]
+
+
+class PlanJob(Job):
+    """A training plan of the target (``kind`` ``"plan"``): no analysis, no ``measure``; its
+    ``options`` also hold ``plan``, ``train`` and ``train_memory``. The client adds ``progress``,
+    the file the child appends its progress lines to (:mod:`torchscan_lsp.worker.planning`)."""
+
+    kind: Literal["plan"]
+    progress: NotRequired[str]
 
 
 class RenderJob(TypedDict):
@@ -247,7 +258,8 @@ class Result(TypedDict, total=False):
     that its training estimate depends on (a ``training`` phase has ``measurements`` only, no
     ``report``, and says so in ``phase`` where it is kept).
     ``ok`` false: ``error``, and for a ``strict`` failure the partial ``report`` and its
-    ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
+    ``source_map``. A plan job's success has ``kind`` ``"plan"`` and ``plan`` (the
+    ``plan_training`` report) instead of ``report`` and ``source_map``. Always ``target`` and ``imported_files`` (workspace-relative); ``log_tail`` when
     the process printed anything; ``ok`` true also ``library_stamps``, the modification times (ns)
     of the installed module files the job imported, by absolute path (the result cache's check)."""
 
@@ -264,6 +276,8 @@ class Result(TypedDict, total=False):
     error: ErrorInfo
     log_tail: str
     path: str
+    kind: str
+    plan: dict[str, Any]
 
 
 class WarmRequest(TypedDict):
@@ -337,7 +351,8 @@ def analysis_job(
 
 #: Measurement kind -> the ``render_report`` keyword that attaches it to an analysis page.
 RENDER_ATTACHMENTS = {"latency": "latency", "layer_latency": "layer_latency", "memory": "memory", "train": "training",
-                      "roofline": "roofline"}
+                      "roofline": "roofline",
+                      "plan": "plan"}
 
 
 def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -345,6 +360,13 @@ def render_attachments(measurements: Mapping[str, Any] | None) -> dict[str, Any]
     and did not fail."""
     return {keyword: measurements[kind] for kind, keyword in RENDER_ATTACHMENTS.items()
             if isinstance((measurements or {}).get(kind), dict) and "error" not in measurements[kind]}
+
+
+def plan_job(workspace_root: str, file: str, target: str, options: Mapping[str, Any], *,
+             source_text: str | None = None) -> PlanJob:
+    """Build a :class:`PlanJob` of ``target`` with its merged ``options``."""
+    return {"workspace_root": workspace_root, "file": file, "target": target, "options": dict(options),
+            "source_text": source_text, "measure": [], "kind": "plan"}
 
 
 def render_job(workspace_root: str, report: Mapping[str, Any], measurements: Mapping[str, Any] | None = None,

@@ -49,8 +49,9 @@ STATUS_UNAVAILABLE = "unavailable"
 STATUSES = (STATUS_COMPLETE, STATUS_PARTIAL, STATUS_UNAVAILABLE)
 
 #: Units in use: module calls, floating-point operations, multiply-accumulates, logical element
-#: reads and writes, tensor elements and storage bytes.
-UNITS = ("calls", "FLOPs", "MACs", "DMAs", "elements", "bytes")
+#: reads and writes, tensor elements, storage bytes, and a training plan's sizes: samples of a
+#: batch and tokens of a sequence.
+UNITS = ("calls", "FLOPs", "MACs", "DMAs", "elements", "bytes", "samples", "tokens")
 
 #: What a number covers: one module call, the whole forward (sum over module calls), the model's
 #: tensors (independent of any call), or everything a workload dispatched.

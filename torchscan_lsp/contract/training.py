@@ -26,6 +26,8 @@ OPTIMIZERS: dict[str, tuple[str, ...]] = {
     "adamw": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach"),
     "adam": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", "foreach"),
     "sgd": ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "foreach"),
+    # torch.optim.Adafactor (PyTorch 2.5 and later): factored second moments, no first moment
+    "adafactor": ("lr", "beta2_decay", "d", "weight_decay", "maximize", "foreach"),
 }
 _OPTIMIZER_KEYS = tuple(dict.fromkeys(key for keys in OPTIMIZERS.values() for key in keys))
 #: Every key of ``train={...}``: the step's own, then the optimizers' keyword arguments.
@@ -38,7 +40,7 @@ _DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 
 _HELP = {
-    "optimizer": '"adamw" (default), "adam" or "sgd"',
+    "optimizer": '"adamw" (default), "adam", "sgd" or "adafactor"',
     "batch": "a positive int: the batch dimension of the inputs generated from input_shape",
     "dtype": 'None (default: the factory\'s) or the dtype of parameters and floating inputs: "float32", '
     '"bfloat16", "float16" or "float64"',
@@ -48,7 +50,8 @@ _HELP = {
     "lr": "a positive number", "eps": "a positive number", "weight_decay": "a number >= 0",
     "betas": "two numbers in [0, 1), e.g. (0.9, 0.999)", "momentum": "a number >= 0",
     "dampening": "a number >= 0", "nesterov": "True or False", "amsgrad": "True or False",
-    "maximize": "True or False", "foreach": "None (PyTorch's default for the device), True or False",
+    "maximize": "True or False", "beta2_decay": "a number <= 0, e.g. -0.8", "d": "a positive number",
+    "foreach": "None (PyTorch's default for the device), True or False",
 }
 
 
@@ -57,7 +60,7 @@ class TrainOptions:
     """One training step's settings, validated.
 
     Attributes:
-        optimizer: ``"adamw"``, ``"adam"`` or ``"sgd"``.
+        optimizer: ``"adamw"``, ``"adam"``, ``"sgd"`` or ``"adafactor"``.
         optimizer_options: keyword arguments for the ``torch.optim`` constructor (``foreach`` left
             out when it is ``None``, so that PyTorch picks its default for the device).
         batch: the batch dimension of generated inputs, or ``None`` (1, or the factory's inputs).
@@ -133,7 +136,13 @@ def _optimizer_value(name: str, value: Any) -> Any:
         if not all(beta < 1 for beta in betas):
             raise _error(name, value)
         return betas
-    return _number(name, value, positive=name in ("lr", "eps"))
+    if name == "beta2_decay":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _error(name, value, TypeError)
+        if not math.isfinite(value) or value > 0:
+            raise _error(name, value)
+        return float(value)
+    return _number(name, value, positive=name in ("lr", "eps", "d"))
 
 
 def _unknown(key: Any) -> ValueError:

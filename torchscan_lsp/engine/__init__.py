@@ -24,6 +24,7 @@ from torchscan_lsp.engine.report import (
 )
 from torchscan_lsp.engine.reporting.roofline import roofline_report
 from torchscan_lsp.engine.reporting.summary import summary
-from torchscan_lsp.engine.training import analyse_training_step, estimate_training_memory, measure_training_memory
+from torchscan_lsp.engine.training import (analyse_training_step, estimate_training_memory, measure_training_memory,
+                                          plan_training)
 
 __all__ = list(ENGINE_EXPORTS)

@@ -165,6 +165,10 @@ class TorchscanServer(LanguageServer):
         """Listener hook: show progress for a starting job (``activity``: what it does)."""
         self.progress.job_started(state, task, activity)
 
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
+        """Listener hook: report a running job's progress."""
+        self.progress.job_progress(state, task, record)
+
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """Listener hook: update diagnostics, hints, lenses and status of the affected open files."""
         self.watcher.refresh()  # a document just opened, or a result imported other files: watch them now

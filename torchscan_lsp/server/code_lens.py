@@ -1,8 +1,9 @@
 """Code lenses on each target line: a one-line summary, then "Re-analyse", "Show report",
-"Measure latency", "Measure memory", "Measure training step" and, once the target has a baseline,
-"Compare with HEAD: +112 params · +50 % FLOPs" (the baseline's name and what changed), which opens
-the full diff. Command names and arguments are those of docs/server.md. A target of an untrusted
-workspace gets the summary alone: the other lenses would run its code."""
+"Measure latency", "Measure memory", "Measure training step", "Plan training" ("Planning…" while a
+plan runs) and, once the target has a baseline, "Compare with HEAD: +112 params · +50 % FLOPs" (the
+baseline's name and what changed), which opens the full diff. Command names and arguments are those
+of docs/server.md. A target of an untrusted workspace gets the summary alone: the other lenses would
+run its code."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.comparison_card import summary_text
-from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE,
+from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING,
+                                           PLAN_TRAINING, REANALYSE,
                                            SHOW_REPORT)
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
@@ -56,7 +58,8 @@ def build_code_lenses(uri: str, lines: Lines, states: list[TargetState],
         summary_command = SHOW_REPORT if state.view is not None else REANALYSE
         actions = () if state.untrusted else (("Re-analyse", REANALYSE), ("Show report", SHOW_REPORT),
                                               ("Measure latency", MEASURE_LATENCY), ("Measure memory", MEASURE_MEMORY),
-                                              ("Measure training step", MEASURE_TRAINING))
+                                              ("Measure training step", MEASURE_TRAINING),
+                                              ("Planning…" if state.planning else "Plan training", PLAN_TRAINING))
         comparison = state.comparison
         if actions and comparison is not None and comparison.ready and not (state.stale or state.error is not None):
             actions += ((f"Compare with {comparison.label}: {summary_text(comparison, headline)}", COMPARE_REPORT),)

@@ -1,5 +1,6 @@
 """Workspace commands (docs/server.md): ``torchscan.reanalyze``, ``torchscan.showReport``,
-``torchscan.measureLatency``, ``torchscan.measureMemory``, ``torchscan.measureTraining`` and
+``torchscan.measureLatency``, ``torchscan.measureMemory``, ``torchscan.measureTraining``,
+``torchscan.planTraining`` (the training plan, a job of its own: it answers with the plan), and
 ``torchscan.compareReport`` (the target against its baseline, as an HTML diff).
 
 Arguments are ``uri`` then the target name (optional for ``reanalyze``; without it every target of
@@ -23,7 +24,8 @@ from pygls.lsp.server import LanguageServer
 
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.comparison_card import layer_table
-from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, REANALYSE,
+from torchscan_lsp.server.messages import (COMPARE_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING,
+                                           PLAN_TRAINING, REANALYSE,
                                            SHOW_REPORT)
 from torchscan_lsp.session.cache import cache_folder
 from torchscan_lsp.session.state import Document, TargetState
@@ -61,6 +63,17 @@ async def _measure(ls: Editor, uri: str, name: str, measure: list[str]) -> dict 
     if state.error is not None:
         ls.show_message(f"torchscan: measuring {name} failed; see the diagnostics")
     return {kind: state.measurements.get(kind) for kind in measure if kind in state.measurements} or None
+
+
+async def _plan(ls: Editor, uri: str, name: str) -> dict | None:
+    document, states = _states(ls, uri, name)
+    state = states[0]
+    ls.session.plans.request(document, [name], requested=True, use_cache=False)
+    await ls.session.plans.finished(state)
+    plan = state.measurements.get("plan")
+    if isinstance(plan, dict) and "error" in plan:
+        ls.show_message(f"torchscan: planning {name} failed; see the diagnostics")
+    return plan if isinstance(plan, dict) else None
 
 
 async def _show_report(ls: Editor, uri: str, name: str, fmt: str) -> str | None:
@@ -146,6 +159,10 @@ def register(server: LanguageServer) -> None:
     @server.command(MEASURE_TRAINING)
     async def measure_training(ls: Editor, uri: str, name: str) -> dict | None:
         return await _measure(ls, uri, name, ["train", "roofline"])
+
+    @server.command(PLAN_TRAINING)
+    async def plan_training(ls: Editor, uri: str, name: str) -> dict | None:
+        return await _plan(ls, uri, name)
 
     @server.command(COMPARE_REPORT)
     async def compare_report(ls: Editor, uri: str, name: str) -> str | None:

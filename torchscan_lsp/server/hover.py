@@ -1,8 +1,9 @@
 """Hover cards: a target's totals (both counting methods), top modules, what changed since its
 baseline (:mod:`.comparison_card`) and measurements (the training step's FLOPs and peak memory by
-category among them, the roofline and MFU); a module line's type, paths, parameters, inputs and
-output, work by both methods with a note on where they differ and why, direct children, receptive
-field (where one applies) or token dependencies, and its roofline; a line's operators.
+category among them, the roofline and MFU, and the training plan's table); a module line's type,
+paths, parameters, inputs and output, work by both methods with a note on where they differ and
+why, direct children, receptive field (where one applies) or token dependencies, and its roofline;
+a line's operators.
 Markdown, built from the target states alone (no I/O)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
 from torchscan_lsp.server.messages import ESTIMATE_RUNNING_NOTE, STALE_NOTE, error_message, traceback_block, untrusted_message
 from torchscan_lsp.server.roofline_card import module_roofline, target_roofline
+from torchscan_lsp.server.plan_card import plan_card
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
 from torchscan_lsp.session.findings import receptive_field_applies
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE
@@ -84,6 +86,7 @@ def target_card(state: TargetState, client: str | None = None, headline: str = D
     failed = training_failure(state)
     if failed is not None:
         parts.append(f"**Training step failed**: {failed.get('type')}: {failed.get('message')}")
+    parts.append(plan_card(state))
     return "\n\n".join(p for p in parts if p)
 
 

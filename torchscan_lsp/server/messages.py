@@ -13,6 +13,7 @@ __all__ = [
     "MEASURE_LATENCY",
     "MEASURE_MEMORY",
     "MEASURE_TRAINING",
+    "PLAN_TRAINING",
     "COMPARE_REPORT",
     "COMMANDS",
     "STATUS_METHOD",
@@ -32,8 +33,9 @@ SHOW_REPORT = "torchscan.showReport"
 MEASURE_LATENCY = "torchscan.measureLatency"
 MEASURE_MEMORY = "torchscan.measureMemory"
 MEASURE_TRAINING = "torchscan.measureTraining"
+PLAN_TRAINING = "torchscan.planTraining"
 COMPARE_REPORT = "torchscan.compareReport"
-COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, COMPARE_REPORT)
+COMMANDS = (REANALYSE, SHOW_REPORT, MEASURE_LATENCY, MEASURE_MEMORY, MEASURE_TRAINING, PLAN_TRAINING, COMPARE_REPORT)
 
 STATUS_METHOD = "torchscan/status"
 """The custom notification the server sends after every state change (docs/server.md)."""

@@ -1,5 +1,6 @@
 """Progress and status: ``window/workDoneProgress`` while a job runs (cancellable: cancelling it
-kills the worker), and the ``torchscan/status`` notification after every state change.
+kills the worker; a plan job reports each step with a percentage), and the ``torchscan/status``
+notification after every state change.
 
 ``torchscan/status`` params: ``{"uri": str, "state": "running|done|stale|failed|untrusted|idle",
 "message": str, "preloaded": [str]}``, one per file whose targets changed; the state is the most
@@ -39,6 +40,10 @@ def file_status(states: list[TargetState], client: str | None = None) -> tuple[s
     words = [s.state_word() for s in states]
     word = min(words, key=_ORDER.index)
     chosen = [s for s, w in zip(states, words) if w == word]
+    planning = [s for s in states if s.planning]
+    if planning and word in ("done", "stale", "idle"):  # a plan runs beside a finished analysis
+        word, chosen = "running", planning
+        return word, "planning the training of " + ", ".join(s.key.name for s in chosen)
     if word == "running":
         message = "analysing " + ", ".join(s.key.name for s in chosen)
     elif word == "failed":
@@ -73,12 +78,23 @@ class Progress:
         self.notify = notify
         self.client = client
         self.preloaded = preloaded
+        self._tokens: dict[asyncio.Task, str] = {}
 
     def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         """Begin a cancellable progress for ``task`` when the client supports work-done progress;
         ``activity`` is its message (``"analysing net"``)."""
         if self.client().work_done_progress:
             asyncio.ensure_future(self._track(state, task, activity))
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
+        """Report ``record`` (``{"message", "done"}``) on ``task``'s progress, once it has begun."""
+        token = self._tokens.get(task)
+        if token is None:
+            return
+        done = record.get("done")
+        percentage = int(100 * done) if isinstance(done, (int, float)) and 0 <= done <= 1 else None
+        self.progress.report(token, types.WorkDoneProgressReport(
+            message=f"{state.key.name}: {record.get('message', '')}", percentage=percentage, cancellable=True))
 
     async def _track(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         progress = self.progress
@@ -92,13 +108,16 @@ class Progress:
             progress.tokens.pop(token, None)
             return
         loop = asyncio.get_running_loop()
-        progress.begin(token, types.WorkDoneProgressBegin(title="torchscan", message=activity, cancellable=True))
+        progress.begin(token, types.WorkDoneProgressBegin(title="torchscan", message=activity, cancellable=True,
+                                                          percentage=0 if activity.startswith("planning") else None))
+        self._tokens[task] = token
         cancelled = progress.tokens.get(token)
         if cancelled is not None:
             cancelled.add_done_callback(lambda f: f.cancelled() and loop.call_soon_threadsafe(task.cancel))
 
         def finish(done: asyncio.Task) -> None:
             message = "cancelled" if done.cancelled() else "done"
+            self._tokens.pop(done, None)
             progress.end(token, types.WorkDoneProgressEnd(message=f"{state.key.name}: {message}"))
             progress.tokens.pop(token, None)
 

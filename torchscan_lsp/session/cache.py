@@ -62,6 +62,8 @@ def job_key(job: Mapping[str, Any], file_hash: str, python: str) -> str:
         "file_hash": file_hash,
         "python": python,
     }
+    if job.get("kind"):  # a plan job holds the same options as its target's analysis
+        material["kind"] = job["kind"]
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 

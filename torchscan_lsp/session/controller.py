@@ -26,6 +26,7 @@ from torchscan_lsp.session.jobs import Limits, build_job, effective_options, pag
 from torchscan_lsp.session.listener import Listener, Silent
 from torchscan_lsp.session.notebooks import NotebookError, Program
 from torchscan_lsp.session.outcome import Outcome, prepare, take
+from torchscan_lsp.session.planning import Plans
 from torchscan_lsp.session.preloading import preload_document, prewarm
 from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
@@ -58,11 +59,13 @@ class Session:
         separate_training: the training estimate of a target with ``train`` options is a job of
             its own after the forward's, reused while the model holds (:mod:`.estimates`; the
             editor's session), not part of the forward's job (``check``, ``scan``).
+        auto_plan: plan a target whose options ask for a plan after each of its analyses
+            (:class:`~torchscan_lsp.session.planning.Plans`; ``check`` does not).
     """
 
     def __init__(self, settings: Settings | None = None, *, trusted: bool = False, listener: Listener | None = None,
                  run_job: RunJob = worker_client.run, keep_results: bool = False,
-                 separate_training: bool = False) -> None:
+                 separate_training: bool = False, auto_plan: bool = True) -> None:
         self.settings = settings or Settings()
         self.trusted = trusted
         self.listener = listener or Silent()
@@ -72,6 +75,7 @@ class Session:
         self.keep_results = keep_results
         self.scheduler = Scheduler(self.settings.maxWorkers)
         self.estimates = TrainingEstimates(self, enabled=separate_training)
+        self.plans = Plans(self, auto=auto_plan)
         self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
         self._told_cache_problem: str | None = None
@@ -294,7 +298,9 @@ class Session:
                     self.estimates.follow(state, job, limits, kept.result, python=self.settings.interpreter)
                     self._notify([state], before)
                     self.scheduler.submit(("compare", state.key), lambda s=state: self.baselines.compare([s]))
+                    self.plans.after_analysis(state, unsaved=job.get("source_text") is not None)
                 return
+        self.plans.cancel(state)  # a plan of the code before this analysis no longer holds
         async with self.scheduler.slot():
             await self._run_worker(state, task, job, limits, key, text, before, force=not use_cache)
 
@@ -328,6 +334,8 @@ class Session:
         if result.get("ok"):  # its deltas with it, in the same refresh
             await self.baselines.refresh(state, ahead)
         self._notify([state], before)
+        if result.get("ok"):
+            self.plans.after_analysis(state, unsaved=job.get("source_text") is not None)
 
     def _kept(self, state: TargetState, key: str, root: str, text: str) -> Outcome | None:
         """The kept result of ``key`` that still holds, prepared; ``None`` without one. Runs in a

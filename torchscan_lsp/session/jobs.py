@@ -17,15 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, RenderJob, analysis_job, render_job
+from torchscan_lsp.contract.messages import RENDER_ATTACHMENTS, Job, PlanJob, RenderJob, analysis_job, plan_job, render_job
 from torchscan_lsp.session.findings import page_findings
 from torchscan_lsp.session.settings import Settings
 from torchscan_lsp.session.state import TargetState
 from torchscan_lsp.targets.budgets import COMPARISON_OPTIONS
 from torchscan_lsp.targets.options import merge_options
 
-__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_render_job", "effective_options",
-           "page_job", "timing_asked"]
+__all__ = ["JOB_ONLY_OPTIONS", "TIMING", "Limits", "build_job", "build_plan_job", "build_render_job", "effective_options",
+           "page_job", "timing_asked", "wants_plan"]
 
 JOB_ONLY_OPTIONS = ("measure", "timeout")
 """Target options that shape the job rather than the analysis."""
@@ -73,14 +73,35 @@ def build_job(
 
 def effective_options(target: Any, defaults: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
     """The options ``target`` runs with: the workspace ``defaults``, the ``torchscan.device`` and
-    ``torchscan.roofline`` settings (the latter when set), then its own (``train``, ``budget`` and ``max_increase`` dicts merged key by key). A budget's
-    ``train_memory`` is the training step's memory budget when no ``train_memory`` option is given."""
+    ``torchscan.roofline`` settings (the latter when set), then its own (``train``, ``plan``,
+    ``budget`` and ``max_increase`` dicts merged key by key:
+    :func:`~torchscan_lsp.targets.options.merge_options`). A budget's ``train_memory`` is the
+    training step's memory budget when no ``train_memory`` option is given."""
     editor = {"device": settings.device, **({"roofline": settings.roofline} if settings.roofline else {})}
     options = merge_options({**defaults, **editor}, dict(getattr(target, "options", {}) or {}))
     budget = options.get("budget") or {}
     if budget.get("train_memory") is not None and options.get("train_memory") is None:
         options["train_memory"] = budget["train_memory"]
     return options
+
+
+def wants_plan(options: Mapping[str, Any]) -> bool:
+    """Whether merged target options ask for a training plan after each analysis: ``plan=True`` or
+    a plan dict, the target's own or the workspace's ``[tool.torchscan-lsp.plan]`` (as its ``train``
+    options ask for the training estimate); ``plan=False`` on a target turns it off."""
+    return options.get("plan") not in (None, False)
+
+
+def build_plan_job(root: str, path: str, target: Any, defaults: Mapping[str, Any], settings: Settings, *,
+                   source_text: str | None = None) -> tuple[PlanJob, Limits]:
+    """The plan job of ``target`` (its options as for :func:`build_job`; no ``plan`` option means
+    the plan's defaults) and its limits: the time limit is ``torchscan.planTimeoutSeconds``."""
+    lifted = JOB_ONLY_OPTIONS + COMPARISON_OPTIONS
+    options = {k: v for k, v in effective_options(target, defaults, settings).items() if k not in lifted}
+    if not options.get("plan"):
+        options["plan"] = True
+    job = plan_job(root, path, target.name, options, source_text=source_text)
+    return job, Limits(settings.python, float(settings.planTimeoutSeconds), settings.memoryLimitMb)
 
 
 def timing_asked(measure: Iterable[str], targets: Iterable[Any]) -> bool:

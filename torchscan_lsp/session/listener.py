@@ -1,4 +1,5 @@
-"""What a :class:`~torchscan_lsp.session.controller.Session` tells its owner (the language server, the CLI)."""
+"""What a :class:`~torchscan_lsp.session.controller.Session` tells its owner (the language server,
+``check``, ``scan``): jobs that start and report progress, target states that changed, and notices."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ class Listener(Protocol):
 
     def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
         """A worker job for ``state`` started running (``task`` may be cancelled to stop it);
-        ``activity`` says what it does (``"analysing net"``)."""
+        ``activity`` says what it does (``"analysing net"``, ``"planning the training of net"``)."""
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
+        """The job ``task`` of ``state`` reported progress: ``{"message": str, "done": fraction}``."""
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:
         """``states`` changed; ``files`` are the ``(root, rel)`` pairs whose features may differ."""
@@ -29,9 +33,12 @@ class Listener(Protocol):
 
 
 class Silent:
-    """The listener of a session nobody watches (the CLI's): notices go to the log."""
+    """The listener of a session without an owner: a notice goes to the log, the rest nowhere."""
 
     def job_started(self, state: TargetState, task: asyncio.Task, activity: str) -> None:
+        pass
+
+    def job_progress(self, state: TargetState, task: asyncio.Task, record: dict) -> None:
         pass
 
     def states_changed(self, states: list[TargetState], files: set[tuple[str, str]]) -> None:

@@ -14,7 +14,8 @@ __all__ = ["MEASUREMENT_NAMES", "MeasurementFailure", "measurement_failures", "m
 
 MEASUREMENT_NAMES = {"latency": "latency measurement", "memory": "memory measurement",
                      "layer_latency": "per-layer latency measurement", "train": "training step",
-                     "roofline": "roofline"}
+                     "roofline": "roofline",
+                     "plan": "training plan"}
 """What each measurement is called in a message."""
 
 
@@ -23,7 +24,7 @@ class MeasurementFailure:
     """A measurement that failed on its own (the analysis stood).
 
     Attributes:
-        kind: ``latency``, ``memory``, ``layer_latency``, ``train`` or ``roofline``.
+        kind: ``latency``, ``memory``, ``layer_latency``, ``train``, ``roofline`` or ``plan``.
         requested: the job asked for it (an error), rather than running it unasked (the training
             estimate of a target with ``train`` options: a warning).
         error: its ``type``, ``message``, ``file`` and ``line`` (the innermost workspace frame, or

@@ -55,6 +55,8 @@ class Settings:
         allowExecution: run workspace code even without ``initializationOptions.trusted``.
         device: default device for targets that name none.
         timeoutSeconds: wall-clock limit of one analysis, seconds.
+        planTimeoutSeconds: wall-clock limit of one training plan (several estimates per policy),
+            seconds.
         memoryLimitMb: memory limit of one analysis, MiB (enforced by the worker pool).
         analyzeOnType: analyse unsaved buffers after ``debounceMs`` of quiet.
         debounceMs: debounce for analyse-on-type, milliseconds.
@@ -81,6 +83,7 @@ class Settings:
     allowExecution: bool = False
     device: str = "cpu"
     timeoutSeconds: float = 60.0
+    planTimeoutSeconds: float = 600.0
     memoryLimitMb: float = 8192.0
     analyzeOnType: bool = False
     debounceMs: float = 500.0

@@ -106,6 +106,8 @@ class TargetState:
         previous_view: the good result before :attr:`view` (the baseline ``"save"``).
         comparison: the good result against its baseline (:mod:`~torchscan_lsp.session.baselines`),
             or ``None`` (``compare_with="off"``, or not compared yet).
+        planning: a plan job is in flight (``measurements["plan"]`` is the last plan's).
+        plan_hash: content hash of the file text the last plan (``measurements["plan"]``) ran on.
     """
 
     key: TargetKey
@@ -123,6 +125,8 @@ class TargetState:
     error_texts: dict[str, str] = field(default_factory=dict)
     previous_view: ResultView | None = None
     comparison: Comparison | None = None
+    planning: bool = False
+    plan_hash: str | None = None
     _line_maps: dict[tuple[bool, str], tuple[list[str], LineMap]] = field(default_factory=dict, repr=False,
                                                                          compare=False)
 

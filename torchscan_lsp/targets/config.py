@@ -10,6 +10,9 @@ compare_with = "origin/main"  # the baseline of deltas and max_increase (default
 [tool.torchscan-lsp.budget]   # merged key by key with a target's own budget, like train
 params = "25M"
 flops = "4.1 GFLOPs"
+
+[tool.torchscan-lsp.plan]     # the training plan's options (a target's plan=True takes them)
+sharding = ["single", "fsdp"]
 ```
 
 The values are validated exactly as pragma options are; a target's own options win over them.
@@ -27,6 +30,7 @@ from torchscan_lsp.targets.options import (
     OptionError,
     check_consistency,
     from_toml_value,
+    plan_table_problems,
     train_problems,
     validate_option,
 )
@@ -80,20 +84,24 @@ def _key_line(text: str, key: str | None, table: str | None = None) -> int | Non
 
 
 def _sub_line(text: str, table: str, key: str) -> int | None:
-    """The line of a key of a sub-table option (``train``, ``budget``): in
+    """The line of a key of a sub-table option (``train``, ``plan``, ``budget``): in
     ``[tool.torchscan-lsp.<table>]``, else the main table's ``<table> = {...}`` (an inline table is
     one line), else the sub-table's header."""
     return _key_line(text, key, table) or _key_line(text, table) or _key_line(text, None, table)
 
 
 def _sub_problems(text: str, key: str, raw: dict[str, Any]) -> list[ConfigProblem]:
-    """Every bad key of the sub-table option ``key`` (``train``, ``budget``, ``max_increase``),
-    each at its line."""
-    if key == "train":
-        found = [(e.name, e.message) for e in train_problems(raw)]
+    """Every bad key of the sub-table option ``key`` (``train``, ``plan``, ``budget``,
+    ``max_increase``), each at its line."""
+    if key in _CHECKED_BY_NAME:
+        found = [(e.name, e.message) for e in _CHECKED_BY_NAME[key](raw)]
     else:
         found = budget_problems(key, raw)
     return [ConfigProblem(f"[tool.{SECTION}.{key}] {message}", _sub_line(text, key, name)) for name, message in found]
+
+
+#: The sub-tables whose problems name their key (budgets' are pairs already).
+_CHECKED_BY_NAME = {"train": train_problems, "plan": plan_table_problems}
 
 
 def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
@@ -123,7 +131,7 @@ def load_workspace_defaults(root: str | Path) -> dict[str, Any]:
     options: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     for key, raw in table.items():
-        if key in ("train", "budget", "max_increase") and isinstance(raw, dict):
+        if key in ("train", "plan", "budget", "max_increase") and isinstance(raw, dict):
             bad = _sub_problems(text, key, raw)
             problems += bad
             if bad:

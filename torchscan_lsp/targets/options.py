@@ -7,8 +7,9 @@ checked by name, and the worker turns the names into ``torch.dtype`` objects.
 
 The options mean what ``crawl_module``'s arguments mean (``input_shape`` excludes the batch
 dimension), plus the training step's (``train``, ``train_memory``: ``analyse_training_step``'s
-``train`` and ``memory_budget``), the device a roofline is drawn for (``roofline``), the
-language server's own (``measure``, ``timeout``) and those of budgets and baselines (``budget``,
+``train`` and ``memory_budget``), the device a roofline is drawn for (``roofline``), the training
+plan's (``plan``: ``plan_training``'s), the language server's own (``measure``, ``timeout``) and
+those of budgets and baselines (``budget``,
 ``max_increase``, ``compare_with``: :mod:`.budgets`).
 """
 
@@ -19,15 +20,16 @@ import re
 from typing import Any
 
 from torchscan_lsp.contract.devices import lookup_device
+from torchscan_lsp.contract.plan import parse_budget, parse_plan_options, plan_problems
 from torchscan_lsp.contract.strict import strict_rule
-from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes, parse_train_options
+from torchscan_lsp.contract.training import OPTIMIZERS, parse_train_options
 from torchscan_lsp.targets.budgets import (COMPARISON_HELP, COMPARISON_OPTIONS, check_budget, check_compare_with,
                                            check_max_increase, merge_limits)
 
 #: Options that map to ``crawl_module`` arguments.
 ENGINE_OPTIONS = ("input_shape", "dtype", "device", "mode", "strict")
-#: Options of the training step (docs/annotations.md, "Training step").
-TRAINING_OPTIONS = ("train", "train_memory")
+#: Options of the training step and its plan (docs/annotations.md, "Training step", "Training plan").
+TRAINING_OPTIONS = ("train", "train_memory", "plan")
 #: Options that only the server and the worker read.
 SERVER_OPTIONS = ("measure", "timeout")
 #: The device a roofline is drawn for (docs/annotations.md, "Roofline").
@@ -64,7 +66,10 @@ OPTION_HELP = {
     "measure": 'a list of "latency", "memory", "layer_latency", "train" and "roofline"',
     "timeout": "a positive number of seconds",
     "train": 'a dict of training-step options, e.g. {"optimizer": "adamw", "batch": 32, "dtype": "bfloat16"}',
-    "train_memory": 'a memory budget for the training step, e.g. "24 GiB" or "80 GB"',
+    "train_memory": 'a memory budget per device for the training step and its plan: a size such as "24 GiB" or '
+    '"80 GB", or a GPU such as "H100-80GB", "A100-40GB", "L4" or "RTX-4090"',
+    "plan": 'True, or a dict of plan options, e.g. {"precision": ["bfloat16-mixed"], "sharding": ["single", "fsdp"], '
+    '"sequence": "input_ids:1"}',
     **COMPARISON_HELP,
     "roofline": 'True or "local" (this machine, its ceilings measured once), a device such as "H100-SXM" or '
     '"A100-80GB" (docs/devices.md), or False',
@@ -211,7 +216,7 @@ def train_problems(value: dict[str, Any]) -> list[OptionError]:
 
 def _check_train_memory(value: Any) -> None:
     try:
-        parse_bytes(value, name="train_memory")
+        parse_budget(value, name="train_memory")
     except (TypeError, ValueError) as error:
         raise OptionError("train_memory", str(error)) from None
 
@@ -235,6 +240,23 @@ def roofline_device(value: Any) -> str | None:
     return THIS_MACHINE if value is True or value == THIS_MACHINE else str(value)
 
 
+def _check_plan(value: Any) -> None:
+    if value is False:
+        return
+    if value is not True and not isinstance(value, dict):
+        raise OptionError("plan", f"plan must be {OPTION_HELP['plan']}, got {value!r}")
+    try:
+        parse_plan_options(value)
+    except (TypeError, ValueError) as error:
+        raise OptionError("plan", str(error)) from None
+
+
+def plan_table_problems(value: dict[str, Any]) -> list[OptionError]:
+    """Every bad key of a ``plan`` dict (a ``[tool.torchscan-lsp.plan]`` table), one
+    :class:`OptionError` each (``.name``: the key)."""
+    return [OptionError(key, message) for key, message in plan_problems(value)]
+
+
 _CHECKS = {
     "input_shape": _check_input_shape,
     "dtype": _check_dtype,
@@ -246,6 +268,7 @@ _CHECKS = {
     "train": _check_train,
     "train_memory": _check_train_memory,
     "roofline": _check_roofline,
+    "plan": _check_plan,
 }
 
 
@@ -316,8 +339,9 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
 
     ``train`` dicts merge per key (:func:`merge_train`): a target's ``train={"batch": 64}`` keeps
     the workspace's optimizer; so do ``budget`` and ``max_increase`` dicts
-    (:func:`~torchscan_lsp.targets.budgets.merge_limits`). Any other option, and ``None``, replaces the
-    earlier value.
+    (:func:`~torchscan_lsp.targets.budgets.merge_limits`). ``plan`` dicts merge per key too, and a
+    target's ``plan=True`` takes the workspace's ``[tool.torchscan-lsp.plan]`` table as it is. Any
+    other option, and ``None``, replaces the earlier value.
     """
     merged: dict[str, Any] = {}
     for layer in layers:
@@ -328,6 +352,10 @@ def merge_options(*layers: dict[str, Any] | None) -> dict[str, Any]:
                 merged[key] = merge_train(earlier, value)
             elif both and key in ("budget", "max_increase"):
                 merged[key] = merge_limits(earlier, value)
+            elif both and key == "plan":
+                merged[key] = {**earlier, **value}
+            elif key == "plan" and value is True and isinstance(earlier, dict):
+                merged[key] = earlier
             else:
                 merged[key] = value
     return merged

@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torchscan_lsp
 from torchscan_lsp.worker import pool
@@ -45,7 +45,7 @@ def _environment(workspace_root: str) -> dict[str, str]:
 
 
 async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: float = 60.0,
-              memory_mb: float | None = None) -> dict:
+              memory_mb: float | None = None, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Run one analysis job in a fresh worker process and return its result object.
 
     Args:
@@ -55,6 +55,8 @@ async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: f
             failure of kind ``timeout``.
         memory_mb: resident memory limit in MiB (``None``: none); past it the child is killed and
             the result is a failure of kind ``memory``.
+        on_progress: called on the event loop with each progress line the child writes
+            (``{"message", "done"}``: a plan job's, :mod:`.planning`), while it runs.
 
     Returns:
         The child's result object, with ``log_tail`` added when the child printed anything; or a
@@ -66,7 +68,7 @@ async def run(job: Mapping[str, Any], *, python: str | None = None, timeout_s: f
         asyncio.CancelledError: when the awaiting task is cancelled; the child is killed first.
     """
     return await _spawn(job, ["--job", "{job}", "--result", "{result}"], python=python, timeout_s=timeout_s,
-                        memory_mb=memory_mb, warm=True)
+                        memory_mb=memory_mb, warm=True, on_progress=on_progress)
 
 
 async def render_html(job: Mapping[str, Any], html_path: str, *, python: str | None = None,
@@ -104,12 +106,38 @@ async def _start_cold(root: str, python: str | None, argv: list[str], log_path: 
     return _ColdJob(process)
 
 
+async def _follow(path: Path, on_progress: Callable[[dict], None], poll_s: float = 0.2) -> None:
+    """Call ``on_progress`` with each complete JSON line appended to ``path`` (until cancelled)."""
+    offset = 0
+    while True:
+        await asyncio.sleep(poll_s)
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            continue
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                on_progress(record)
+
+
 async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None, timeout_s: float,
-                 memory_mb: float | None = None, warm: bool = False) -> dict:
+                 memory_mb: float | None = None, warm: bool = False,
+                 on_progress: Callable[[dict], None] | None = None) -> dict:
     root = str(job.get("workspace_root") or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="torchscan-job-") as scratch:
         folder = Path(scratch)
         job_path, result_path, log_path = folder / "job.json", folder / "result.json", folder / "log.txt"
+        progress_path = folder / "progress.jsonl"
+        if on_progress is not None:
+            job = {**job, "progress": str(progress_path)}
         job_path.write_text(json.dumps(job), encoding="utf-8")
         process = None
         if warm:
@@ -122,11 +150,14 @@ async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None,
                 process = await _start_cold(root, python, argv, log_path)
             except OSError as error:
                 return failure(job.get("target"), "crash", f"could not start the worker interpreter {python or sys.executable!r}: {error}")
+        follower = asyncio.ensure_future(_follow(progress_path, on_progress)) if on_progress is not None else None
         try:
             status, limit = await supervise(process, timeout_s=timeout_s, memory_mb=memory_mb)
         finally:
             # Whatever the model started in its process group goes too.
             kill_group(process.pid)
+            if follower is not None:
+                follower.cancel()
         # reading a result of megabytes: in a thread, so that the server answers requests meanwhile
         return await asyncio.to_thread(outcome, job, status, limit, result_path=result_path, log_path=log_path,
                                        timeout_s=timeout_s, memory_mb=memory_mb)

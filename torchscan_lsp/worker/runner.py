@@ -26,6 +26,10 @@ Steps, each with its own error kind:
    out (``forward``: the result carries the model's structure digest instead) or run it alone
    (``training``: steps 1-3, then the estimate, and no analysis).
 
+A *plan job* (``"kind": "plan"``) stops after step 1 and the factory's lookup: it runs
+``plan_training`` on the factory (:mod:`.planning`), which builds the model only on fake tensors,
+and returns ``{"ok": true, "kind": "plan", "plan": report}``.
+
 Each step has its module: :mod:`.imports` (importing the user's file), :mod:`.factory` (building
 the model), :mod:`.options` (options to ``crawl_module`` arguments), :mod:`.measurements`, and
 :mod:`.errors` (where each error is placed).
@@ -53,7 +57,7 @@ import torch
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.discovery import Target
-from torchscan_lsp.worker import measurements, python_warnings, roofline, training
+from torchscan_lsp.worker import measurements, planning, python_warnings, roofline, training
 from torchscan_lsp.worker.attribution import SourceRecorder, Workspace
 from torchscan_lsp.worker.compiled import hidden_from_dynamo
 from torchscan_lsp.worker.errors import Blame, JobError, forward_advice, incomplete_message
@@ -139,6 +143,9 @@ class _Job:
 
         module = self._import(scope, source)
         factory = self._lookup(module)
+        if self.job.get("kind") == "plan":  # no analysis, and the model only ever on fake tensors
+            report = planning.run_plan(factory, options, blame=blame, progress=self.job.get("progress"))
+            return {"ok": True, "target": self.target_name, "kind": "plan", "plan": report}
         model, args, kwargs = build_model(factory, self.target_name, source, blame, device=options.get("device"))
         with hidden_from_dynamo():  # a compiled model: Dynamo traces the user's code, never ours
             return self._analyse(model, args, kwargs, factory, options)

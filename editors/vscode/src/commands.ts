@@ -15,6 +15,7 @@ export const CLIENT_COMMANDS = {
   measureLatency: 'torchscan-lsp.measureLatency',
   measureMemory: 'torchscan-lsp.measureMemory',
   measureTraining: 'torchscan-lsp.measureTraining',
+  planTraining: 'torchscan-lsp.planTraining',
   restart: 'torchscan-lsp.restart',
   showLog: 'torchscan-lsp.showLog',
 } as const;
@@ -97,6 +98,9 @@ export function registerCommands(session: ServerSession, log: vscode.LogOutputCh
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.measureTraining, () =>
       serverCommand(SERVER_COMMANDS.measureTraining, true),
+    ),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.planTraining, () =>
+      serverCommand(SERVER_COMMANDS.planTraining, true),
     ),
     vscode.commands.registerCommand(CLIENT_COMMANDS.restart, () => session.restart()),
     vscode.commands.registerCommand(CLIENT_COMMANDS.showLog, () => log.show()),

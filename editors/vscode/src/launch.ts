@@ -20,5 +20,6 @@ export const SERVER_COMMANDS = {
   measureLatency: 'torchscan.measureLatency',
   measureMemory: 'torchscan.measureMemory',
   measureTraining: 'torchscan.measureTraining',
+  planTraining: 'torchscan.planTraining',
   compareReport: 'torchscan.compareReport',
 } as const;

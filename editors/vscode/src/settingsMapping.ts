@@ -28,6 +28,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'allowExecution', type: 'boolean', default: false },
   { key: 'device', type: 'string', default: 'cpu' },
   { key: 'timeoutSeconds', type: 'number', default: 60 },
+  { key: 'planTimeoutSeconds', type: 'number', default: 600 },
   { key: 'memoryLimitMb', type: 'number', default: 8192 },
   { key: 'analyzeOnType', type: 'boolean', default: false },
   { key: 'debounceMs', type: 'number', default: 500 },

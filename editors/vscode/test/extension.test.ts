@@ -59,7 +59,7 @@ afterEach(async () => {
   vi.mocked(vscode.commands.registerCommand).mockClear();
 });
 
-test('registers the seven palette commands', async () => {
+test('registers the eight palette commands', async () => {
   useWorkspace({ trusted: true });
   await activated();
   const ids = vi.mocked(vscode.commands.registerCommand).mock.calls.map((call) => call[0]);
@@ -67,6 +67,7 @@ test('registers the seven palette commands', async () => {
     'torchscan-lsp.measureLatency',
     'torchscan-lsp.measureMemory',
     'torchscan-lsp.measureTraining',
+    'torchscan-lsp.planTraining',
     'torchscan-lsp.reanalyze',
     'torchscan-lsp.restart',
     'torchscan-lsp.showLog',

@@ -11,6 +11,7 @@ const DEFAULTS = {
   allowExecution: false,
   device: 'cpu',
   timeoutSeconds: 60,
+  planTimeoutSeconds: 600,
   memoryLimitMb: 8192,
   analyzeOnType: false,
   debounceMs: 500,
@@ -162,6 +163,6 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every palette command has its title', () => {
     const titles = manifest.contributes.commands.map((command: { title: string }) => command.title).sort();
-    expect(titles).toEqual(['Measure latency', 'Measure memory', 'Measure training step', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
+    expect(titles).toEqual(['Measure latency', 'Measure memory', 'Measure training step', 'Plan training', 'Re-analyse', 'Restart server', 'Show log', 'Show report']);
   });
 });

@@ -127,6 +127,33 @@ try {
     return { lenses: await poll(lenses, (titles) => /peak memory \+/.test(titles[0] ?? ''), config.analysisTimeoutMs) };
   });
 
+  await step('plan-training', async () => {
+    // what a user does: click the lens; the plan is a job of its own, its title says so meanwhile
+    await clickLens('^Plan training$');
+    // the lens still reads "Plan training" until the server has the job: wait for "Planning…" first
+    const planning = await poll(lenses, (titles) => titles.includes('Planning…'));
+    const done = await poll(lenses, (titles) => titles.includes('Plan training'), config.planTimeoutMs);
+    // then the class line's hover (the target is the class): its card ends with the plan
+    const point = await page.evaluate(() => {
+      const span = [...document.querySelectorAll('.editor-group-container.active .view-line span span')].find((s) =>
+        s.textContent.includes('Net'),
+      );
+      const box = span.getBoundingClientRect();
+      return { x: box.left + 4, y: box.top + box.height / 2 };
+    });
+    // a shown hover is never refreshed: show it again until it has the plan ("planning…" before)
+    const hovered = async () => {
+      await page.keyboard.press('Escape');
+      await page.mouse.click(point.x, point.y);
+      await chord('Control', 'KeyK');
+      await chord('Control', 'KeyI');
+      return poll(hoverText, (shown) => shown.includes('Training plan'));
+    };
+    const hover = await poll(hovered, (shown) => shown.includes('Training plan: budget'), config.planTimeoutMs);
+    await page.keyboard.press('Escape');
+    return { planning, lenses: done, hover, status: await statusText() };
+  });
+
   await step('show-report', async () => {
     const before = (await tabs()).length;
     await clickLens('^Show report$');

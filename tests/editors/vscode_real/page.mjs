@@ -223,6 +223,8 @@ export async function open(config) {
             contentSecurityPolicy: document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.content ?? null,
             scripts: document.scripts.length,
             text: document.body?.innerText.slice(0, 4000) ?? '',
+            plan: document.querySelector('#plan')?.innerText.slice(0, 4000) ?? null,
+            charts: document.querySelectorAll('svg.plan-chart').length,
           }))
           .catch(() => null);
         // fake.html is titled "Fake" until VS Code has written the page into it

@@ -26,13 +26,14 @@ from typing import Any
 import torch
 
 from torchscan_lsp.contract.format import byte_size
+from torchscan_lsp.contract.plan import parse_budget
+from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic, metric_result
 from torchscan_lsp.engine.training.construction import REAL_BUILD_LIMIT_BYTES, ValueReadError
-from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_training_memory
+from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, estimate_failure, estimate_training_memory
 from torchscan_lsp.engine.training.measured import METHOD_MEASURED, measure_training_memory
 from torchscan_lsp.engine.training.timed import time_training_step
-from torchscan_lsp.contract.training import parse_bytes, parse_train_options
 
 __all__ = ["AGREEMENT_SLACK_BYTES", "AGREEMENT_TOLERANCE", "analyse_training_step"]
 
@@ -72,10 +73,9 @@ def _comparison(estimated: dict[str, Any], measured: dict[str, Any]) -> dict[str
             "agree": abs(difference) <= allowed}
 
 
-def _budget(budget: int, memory: dict[str, Any], target: str) -> tuple[dict[str, Any], list[Any]]:
+def _budget(budget: int, memory: dict[str, Any], cuda: bool) -> tuple[dict[str, Any], list[Any]]:
     estimated, measured = memory["estimated"], memory["measured"]
     if estimated["peak"]["status"] == "complete":
-        cuda = target.startswith("cuda")
         peak = estimated["cuda"]["allocated_peak_bytes"] if cuda else estimated["peak"]["value"]
         compared = "estimated peak, CUDA allocated (derived)" if cuda else "estimated peak"
         categories, phase = estimated["by_category"], estimated["peak_phase"]
@@ -109,7 +109,8 @@ def analyse_training_step(
         device: where the step runs (measured) and what it is estimated for (PyTorch's default
             ``foreach``; on ``cuda`` the budget is held against the derived CUDA allocation);
             ``None``: the ``device`` of ``train``, else ``"cpu"``.
-        memory_budget: bytes, or a size such as ``"24 GiB"``: an estimate above it gets a
+        memory_budget: bytes, a size such as ``"24 GiB"``, or a GPU of the device table
+            (``"L4"``: its memory, held against the derived CUDA peak): an estimate above it gets a
             ``training_memory_over_budget`` warning naming the largest categories.
         estimate, measure: which memory methods to run.
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
@@ -132,7 +133,7 @@ def analyse_training_step(
         cannot stand in for is no such error: it is the estimate's reason and a warning).
     """
     options = parse_train_options(train)
-    budget = parse_bytes(memory_budget, name="memory_budget") if memory_budget is not None else None
+    budget = parse_budget(memory_budget, name="memory_budget") if memory_budget is not None else None
     target = torch.device(device if device is not None else options.device or "cpu")
     memory: dict[str, Any] = {}
     failures: list[BaseException] = []
@@ -150,7 +151,7 @@ def analyse_training_step(
                                    "value_read": {"file": exc.file, "line": exc.line, "phase": exc.phase}}
         except Exception as exc:  # noqa: BLE001 - reported, and raised below if nothing else ran
             failures.append(exc)
-            memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, f"{type(exc).__name__}: {exc}")
+            memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, estimate_failure(exc))
     else:
         memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, "not requested")
     skip = _measured_skip(target) if measure else "not requested"
@@ -178,7 +179,8 @@ def analyse_training_step(
     memory["comparison"] = _comparison(memory["estimated"], memory["measured"])
     memory["budget"] = None
     if budget is not None:
-        memory["budget"], over = _budget(budget, memory, str(target))
+        # a budget that names a GPU is that GPU's memory: the derived CUDA peak is held against it
+        memory["budget"], over = _budget(budget.bytes, memory, target.type == "cuda" or budget.device is not None)
         diagnostics.extend(over)
     if step_time is not None and "reason" in step_time:
         diagnostics.append(make_diagnostic("training_step_time_unavailable", "training_step_time",

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
 from torchscan_lsp.engine.recording.totals import model_totals
@@ -39,10 +39,24 @@ from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
-__all__ = ["METHOD_MEM_TRACKER", "PARAMETER_TOTALS", "estimate_training_memory", "track_step"]
+__all__ = ["METHOD_MEM_TRACKER", "PARAMETER_TOTALS", "estimate_failure", "estimate_training_memory", "track_step",
+           "with_optimizer_split"]
 
 #: The method label of estimated training memory.
 METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensorMode"
+
+
+def estimate_failure(exc: BaseException, *, measured: bool = True) -> str:
+    """Why an estimate on fake tensors failed, in words: the exception, and for one that read a
+    tensor's value (``DataDependentOutputException``: ``.item()``, ``.tolist()``, control flow on a
+    tensor, in the model or in its optimizer's step -- ``torch.optim.Adafactor`` reads its step count
+    and the parameters' norms) what that means; ``measured``: a measured step runs beside it."""
+    reason = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DataDependentOutputException):
+        reason += (" (fake tensors hold no values, so a step that reads them -- .item(), .tolist(), control flow on "
+                   "a tensor, in the model or in its optimizer, as torch.optim.Adafactor's step does -- cannot be "
+                   "estimated" + ("; the measured step still runs)" if measured else ")"))
+    return reason
 
 
 #: The parameter totals of a step's model (elements): all of them, those the step trains (they
@@ -50,7 +64,7 @@ METHOD_MEM_TRACKER = "torch.distributed._tools.mem_tracker.MemTracker+FakeTensor
 PARAMETER_TOTALS = ("parameters", "trainable_parameters", "frozen_parameters")
 
 
-def _with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:
+def with_optimizer_split(categories: dict[str, int], state_bytes: int) -> dict[str, int]:
     """Move the optimizer step's own temporaries (tagged as optimizer state by ``MemTracker``: it
     tags everything created inside ``optimizer.step``) from ``optimizer_state`` to ``temporaries``.
     The state only grows during the step, so what exceeds the state left after it is temporary."""
@@ -67,18 +81,30 @@ def _path(fqn: str, root_label: str) -> str:
     return fqn[len(root_label) + 1:] if fqn.startswith(root_label + ".") else fqn
 
 
-def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping: Any = None) -> dict[str, Any]:
+def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping: Any = None,
+               tracker: Any = None) -> dict[str, Any]:
     """Run ``step`` once under a :class:`PhaseMemTracker` (and a FLOP counter when asked) and report.
 
-    Returns the estimate's fields (see :func:`estimate_training_memory`) without ``options``.
+    ``tracker``: another :class:`~.tracker.PhaseTracking` tracker to run it under (a sharded step's,
+    :func:`~.sharding.fsdp_tracker`: it finds the model and optimizer itself and is told the inputs;
+    its categories are its ``names``; no ``by_module``).
+
+    Returns the estimate's fields (see :func:`estimate_training_memory`) without ``options``, plus
+    ``largest`` (each category's most bytes at any moment, the optimizer's temporaries split off as
+    at the peak) and ``cuda_phase_peaks`` (each phase's derived CUDA allocated peak).
     """
     # imported here: MemTracker's module imports torch.distributed and the compiler stack (over a
     # second), which no analysis but a training step needs
     from torchscan_lsp.engine.training.tracker import PhaseMemTracker, categories_of
 
-    tracker = PhaseMemTracker()
     externals = [leaf for leaf in tree_flatten((step.args, step.kwargs, step.targets))[0] if isinstance(leaf, torch.Tensor)]
-    tracker.track_external(step.model, step.optimizer, *externals)
+    own = tracker is None
+    if own:
+        tracker = PhaseMemTracker()
+        tracker.track_external(step.model, step.optimizer, *externals)
+    else:
+        tracker.track_inputs(tuple(externals))
+    names = tracker.names
     counter = TrainingFlopCounter(step.model, custom_mapping) if count_flops else None
 
     def on_phase(name: str) -> None:
@@ -93,19 +119,23 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
         else:
             step.run(on_phase)
         tracker.enter_phase(None)
-    persistent = categories_of(tracker.get_tracker_snapshot("current"))
+    persistent = categories_of(tracker.get_tracker_snapshot("current"), names)
     state = persistent["optimizer_state"]
     phases = {
         name: {
             "peak_bytes": total,
-            "by_category": _with_optimizer_split(categories_of(snapshot), state),
-            "end_by_category": _with_optimizer_split(categories_of(tracker.phase_ends[name]), state),
+            "cuda_allocated_peak_bytes": tracker.cuda_phase_peaks[name],
+            "by_category": with_optimizer_split(categories_of(snapshot, names), state),
+            "end_by_category": with_optimizer_split(categories_of(tracker.phase_ends[name], names), state),
         }
         for name, (total, snapshot) in tracker.phase_peaks.items()
     }
     peak_phase = max(PHASES, key=lambda name: (phases[name]["peak_bytes"], -PHASES.index(name)))
     peak = phases[peak_phase]["peak_bytes"]
     root_label = type(step.model).__name__
+    largest = {**dict.fromkeys(persistent, 0), **tracker.largest}
+    largest["temporaries"] = max(largest["temporaries"], largest["optimizer_state"] - state)
+    largest["optimizer_state"] = state  # the state only grows during a step: the rest was temporary
     result: dict[str, Any] = {
         "method": METHOD_MEM_TRACKER,
         "foreach": step.foreach,
@@ -114,7 +144,8 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
         "by_category": phases[peak_phase]["by_category"],
         "phases": phases,
         "persistent": {"bytes": sum(persistent.values()), "by_category": persistent},
-        "by_module": {_path(fqn, root_label): record for fqn, record in sorted(tracker.module_stats())},
+        "largest": largest,
+        "by_module": {_path(fqn, root_label): record for fqn, record in sorted(tracker.module_stats())} if own else {},
         "parameters": {name: metric for name, metric in model_totals(step.model).items() if name in PARAMETER_TOTALS},
         "cuda": tracker.cuda.report(),
     }

@@ -38,7 +38,7 @@ __all__ = ["PHASES", "TrainingStep", "build_training_step", "replace_tensors", "
 #: The phases of a step, in the order they run.
 PHASES = ("forward", "backward", "optimizer_step")
 _FACTORY_KEYS = ("model", "args", "kwargs", "loss", "targets")
-_OPTIMIZER_CLASSES = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
+_OPTIMIZER_CLASSES = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD", "adafactor": "Adafactor"}
 
 
 def sum_of_outputs(output: Any) -> torch.Tensor:
@@ -106,7 +106,10 @@ class TrainingStep:
         self.parameters = [p for p in model.parameters() if p.requires_grad]
         if not self.parameters:
             raise ValueError("the model has no parameter that requires grad: a training step would update nothing.")
-        optimizer_class = getattr(torch.optim, _OPTIMIZER_CLASSES[options.optimizer])
+        optimizer_class = getattr(torch.optim, _OPTIMIZER_CLASSES[options.optimizer], None)
+        if optimizer_class is None:
+            raise ValueError(f"this PyTorch ({torch.__version__}) has no torch.optim.{_OPTIMIZER_CLASSES[options.optimizer]}; "
+                             "choose another optimizer.")
         self.optimizer = optimizer_class(self.parameters, **{**options.optimizer_options, "foreach": foreach})
         self.output: Any = None
         self.loss: torch.Tensor | None = None
@@ -233,6 +236,7 @@ def _generate(input_shape: Any, input_dtype: Any, batch: int, dtype: torch.dtype
 def build_training_step(
     build: Callable[[], Any], options: TrainOptions, *, input_shape: Any = None, input_dtype: Any = None,
     foreach_device: str = "cpu", materialise: bool = False, device: torch.device | None = None,
+    prepare: Callable[[nn.Module], None] | None = None,
 ) -> TrainingStep:
     """Call ``build`` and make a :class:`TrainingStep` of what it returned.
 
@@ -248,6 +252,8 @@ def build_training_step(
         materialise: turn a model built on the meta device into empty tensors on the CPU (under a
             ``FakeTensorMode`` these are fake: nothing is allocated).
         device: move the model, its inputs and targets there (``None``: leave them where they are).
+        prepare: called with the model once it is in the step's dtype and on its device, before the
+            optimizer is made (a plan applies activation checkpointing and sharding there).
 
     Raises:
         TypeError: the factory returned something else, or an input is of the wrong type.
@@ -267,6 +273,8 @@ def build_training_step(
     if device is not None:
         model.to(device)
     model.train()
+    if prepare is not None:
+        prepare(model)
     provided = "args" in parts or "kwargs" in parts
     if provided == (input_shape is not None):
         raise ValueError(

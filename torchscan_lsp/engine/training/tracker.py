@@ -22,6 +22,10 @@ where ``MemTracker`` falls short:
   adapters -- could not be tracked. Such a parameter gets no gradient, so it needs no hook:
   :meth:`_track_module_params_and_buffers` marks it as hooked before ``MemTracker`` looks.
 
+:class:`PhaseTracking` holds the three, and keeps the largest bytes of each category at any moment;
+:class:`PhaseMemTracker` mixes it into ``MemTracker``, and a plan's sharded step mixes it into
+PyTorch's ``FSDPMemTracker`` (:mod:`.sharding`).
+
 The overrides read ``MemTracker``'s own state (``_curr_mem_snap``, ``_peak_mem``,
 ``_peak_mem_snap``, ``_mod_tracker``), whose meaning is documented in its source; they were checked
 against PyTorch 2.13, and the tests compare the tracker's peaks with a measured step.
@@ -29,6 +33,7 @@ against PyTorch 2.13, and the tests compare the tracker's peaks with a measured 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torchscan_lsp.engine.training.cuda import CudaLiveBlocks
@@ -38,7 +43,7 @@ try:  # PyTorch >= 2.4
 except ImportError:  # pragma: no cover - old PyTorch, or a build without torch.distributed
     MemTracker = None  # type: ignore[assignment,misc]
 
-__all__ = ["CATEGORIES", "MEM_TRACKER_AVAILABLE", "PhaseMemTracker", "categories_of"]
+__all__ = ["CATEGORIES", "MEM_TRACKER_AVAILABLE", "PhaseMemTracker", "PhaseTracking", "categories_of"]
 
 #: Whether this PyTorch has ``MemTracker`` (estimates are unavailable without it).
 MEM_TRACKER_AVAILABLE = MemTracker is not None
@@ -57,12 +62,16 @@ if MEM_TRACKER_AVAILABLE:
     }
 
 
-def categories_of(snapshot: dict[Any, dict[Any, int]]) -> dict[str, int]:
-    """Bytes by category (our names) of a ``MemTracker`` snapshot, summed over its devices."""
-    totals = dict.fromkeys(CATEGORIES, 0)
+def categories_of(snapshot: dict[Any, dict[Any, int]], names: Mapping[Any, str] | None = None) -> dict[str, int]:
+    """Bytes by category (our names) of a ``MemTracker`` snapshot, summed over its devices.
+
+    ``names`` maps the tracker's reference types to category names (default: ``MemTracker``'s, as
+    :data:`CATEGORIES`); every category it names is in the result, 0 when absent."""
+    names = _NAMES if names is None else names
+    totals = dict.fromkeys(dict.fromkeys(names.values()), 0)
     for device_snapshot in snapshot.values():
         for key, value in device_snapshot.items():
-            name = _NAMES.get(key)
+            name = names.get(key)
             if name is not None:
                 totals[name] += int(value)
     return totals
@@ -82,15 +91,23 @@ class _NoHook:
 _NO_HOOKS = (_NoHook(), _NoHook())
 
 
-class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type: ignore[misc]
-    """A ``MemTracker`` that also records the peak of each phase and the CUDA allocator's view.
+class PhaseTracking:
+    """The additions to a ``MemTracker`` (or a subclass of it, such as PyTorch's ``FSDPMemTracker``):
+    mix it in before the tracker class, and set ``__torch_dispatch__`` to the tracker's own,
+    unwrapped (see :class:`PhaseMemTracker`).
 
     Attributes:
         phase: the phase running now (set by :meth:`enter_phase`), ``None`` before the first.
         phase_peaks: phase -> ``(total bytes, snapshot)`` at that phase's peak.
         phase_ends: phase -> the snapshot when it ended.
         cuda: the live blocks as the CUDA caching allocator would hold them, with their peak.
+        cuda_phase_peaks: phase -> the largest CUDA allocated total (derived) while it ran.
+        largest: category -> the most bytes of it live at any moment of the step (summed over
+            devices), whatever the moment of the peak.
+        names: the tracker's reference types -> our category names (:func:`categories_of`).
     """
+
+    names: Mapping[Any, str] = _NAMES if MEM_TRACKER_AVAILABLE else {}
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -98,15 +115,14 @@ class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type:
         # runs eagerly; the wrapper costs a few microseconds per operator
         return False
 
-    if MEM_TRACKER_AVAILABLE:
-        __torch_dispatch__ = getattr(MemTracker.__torch_dispatch__, "__wrapped__", MemTracker.__torch_dispatch__)
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.phase: str | None = None
         self.phase_peaks: dict[str, tuple[int, dict[Any, dict[Any, int]]]] = {}
         self.phase_ends: dict[str, dict[Any, dict[Any, int]]] = {}
         self.cuda = CudaLiveBlocks()
+        self.cuda_phase_peaks: dict[str, int] = {}
+        self.largest: dict[str, int] = {}
         self._by_fqn: dict[str, Any] = {}
         self._by_fqn_size = -1
 
@@ -119,6 +135,7 @@ class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type:
         self.phase = name
         if name is not None:
             self.phase_peaks[name] = (_total(current), current)
+            self.cuda_phase_peaks[name] = self.cuda.allocated
 
     def _track_module_params_and_buffers(self, module: Any, install_grad_hooks: bool = True) -> tuple[int, int]:
         if install_grad_hooks:  # a frozen parameter gets no gradient: no hook (see the module docstring)
@@ -160,11 +177,23 @@ class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type:
             if self._peak_mem.get(device, 0) < device_snapshot[_TOTAL]:
                 self._peak_mem[device] = device_snapshot[_TOTAL]
                 self._peak_mem_snap[device] = dict(device_snapshot)
+        largest, names = self.largest, self.names
+        now: dict[str, int] = {}
+        for device_snapshot in current.values():
+            for key, value in device_snapshot.items():
+                name = names.get(key)
+                if name is not None:
+                    now[name] = now.get(name, 0) + value
+        for name, value in now.items():
+            if value > largest.get(name, 0):
+                largest[name] = value
+        self.cuda.update_peak()
         if self.phase is not None:
             total = _total(current)
             if total > self.phase_peaks[self.phase][0]:
                 self.phase_peaks[self.phase] = (total, {device: dict(snap) for device, snap in current.items()})
-        self.cuda.update_peak()
+            if self.cuda.allocated > self.cuda_phase_peaks[self.phase]:
+                self.cuda_phase_peaks[self.phase] = self.cuda.allocated
 
     def module_stats(self) -> list[tuple[str, dict[str, Any]]]:
         """``(fqn, record)`` per module the step called: its parameters, buffers, inputs and outputs
@@ -180,3 +209,10 @@ class PhaseMemTracker(MemTracker if MEM_TRACKER_AVAILABLE else object):  # type:
                 "backward_peak_bytes": max((_total(s) for s in stats.snapshots.get(backward, ())), default=None),
             }))
         return records
+
+
+class PhaseMemTracker(PhaseTracking, MemTracker if MEM_TRACKER_AVAILABLE else object):  # type: ignore[misc]
+    """PyTorch's ``MemTracker`` with :class:`PhaseTracking`'s additions."""
+
+    if MEM_TRACKER_AVAILABLE:
+        __torch_dispatch__ = getattr(MemTracker.__torch_dispatch__, "__wrapped__", MemTracker.__torch_dispatch__)

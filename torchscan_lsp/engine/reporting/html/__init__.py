@@ -16,12 +16,14 @@ fetch (``default-src 'none'``), so opening it can never reach the network. It re
   ``measure_peak_memory`` report) add their totals beside the analysis totals, ``training=`` (an
   ``analyse_training_step`` report) the training step's section, ``roofline=`` (a roofline report)
   the roofline chart (:mod:`.roofline`: inline SVG, log-log, one point per layer under the device's
-  ceilings);
+  ceilings), ``plan=`` (a ``plan_training`` report) the training plan's;
 * a **latency report** (``measure_latency``), a **per-layer latency report**
   (``measure_layer_latency``), a **benchmark comparison** (``compare_benchmarks``), a **report
   comparison** (``compare_reports``), a **peak-memory report** (``measure_peak_memory``) or a
   **training-step report** (``analyse_training_step``: FLOPs by phase, peak memory by category from
-  both methods, drawn as bars).
+  both methods, drawn as bars) or a **training plan** (``plan_training``: the policies' largest
+  batches, and each one's memory against the batch drawn as inline SVG, stacked by category, with
+  the fitted peak and the budget line).
 
 The kind of document is detected from its keys; anything else raises ``ValueError`` (``TypeError``
 for a non-dict). Every string that comes from the model or the report (names, paths, types,
@@ -29,8 +31,8 @@ messages, versions) is escaped with :func:`html.escape`. The file is written ato
 temporary file in the same directory, then renamed), so a failure never leaves half a file.
 
 One module per kind of page: :mod:`.analysis`, :mod:`.measurements` (latency, per-layer latency,
-peak memory), :mod:`.comparisons` (benchmarks, reports), :mod:`.training`; :mod:`.page` holds what
-they share.
+peak memory), :mod:`.comparisons` (benchmarks, reports), :mod:`.training`, :mod:`.plan`; :mod:`.page`
+holds what they share.
 """
 
 from __future__ import annotations
@@ -47,13 +49,14 @@ from torchscan_lsp.engine.reporting.html.comparisons import render_benchmark_com
 from torchscan_lsp.engine.reporting.html.measurements import render_latency, render_layer_latency, render_memory
 from torchscan_lsp.engine.reporting.html.page import CONTENT_SECURITY_POLICY, page
 from torchscan_lsp.engine.reporting.html.roofline import roofline_section
+from torchscan_lsp.engine.reporting.html.plan import plan_section, render_plan
 from torchscan_lsp.engine.reporting.html.training import render_training, training_section
 
 __all__ = ["render_report", "report_kind", "CONTENT_SECURITY_POLICY", "KINDS"]
 
 #: Document kinds :func:`render_report` understands.
 KINDS = ("analysis", "latency", "layer_latency", "benchmark_comparison", "report_comparison", "peak_memory",
-         "training_step")
+         "training_step", "training_plan")
 
 _MEMORY_METRICS = ("pytorch_tensor_bytes", "pytorch_reserved_bytes")
 
@@ -64,6 +67,7 @@ _RENDERERS = {
     "report_comparison": render_report_comparison,
     "peak_memory": render_memory,
     "training_step": render_training,
+    "training_plan": render_plan,
 }
 
 
@@ -77,7 +81,7 @@ def report_kind(document: Any) -> str:
     if not isinstance(document, dict):
         raise TypeError(f"render_report needs a report dict, got {type(document).__name__}.")
     declared = document.get("kind")
-    if declared in ("latency", "layer_latency", "benchmark_comparison", "training_step"):
+    if declared in ("latency", "layer_latency", "benchmark_comparison", "training_step", "training_plan"):
         kind = declared
     elif "metric" in document and "peak_bytes" in document and document.get("metric") in _MEMORY_METRICS:
         kind = "peak_memory"
@@ -95,8 +99,8 @@ def report_kind(document: Any) -> str:
             "render_report cannot tell what kind of document this is: expected an analysis report "
             "(crawl_module), a latency report (measure_latency), a per-layer latency report "
             "(measure_layer_latency), a benchmark comparison (compare_benchmarks), a report comparison "
-            "(compare_reports), a peak-memory report (measure_peak_memory) or a training-step report "
-            f"(analyse_training_step); got a dict with keys [{keys}]."
+            "(compare_reports), a peak-memory report (measure_peak_memory), a training-step report "
+            f"(analyse_training_step) or a training plan (plan_training); got a dict with keys [{keys}]."
         )
     version = document.get("schema_version", SCHEMA_VERSION if kind == "peak_memory" else None)
     if version != SCHEMA_VERSION:
@@ -113,6 +117,7 @@ def render_report(
     memory: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
     roofline: dict[str, Any] | None = None,
+    plan: dict[str, Any] | None = None,
     title: str | None = None,
     headline: str = OPERATORS.name,
     findings: list[dict[str, Any]] | None = None,
@@ -130,6 +135,7 @@ def render_report(
         training: with an analysis report only: an ``analyse_training_step`` report.
         roofline: with an analysis report only: a roofline report of it (``roofline_report``): its
             chart and its longest rooflines.
+        plan: with an analysis report only: a ``plan_training`` report.
         title: the page title (escaped); by default derived from the document.
         headline: with an analysis report: the counting method whose FLOPs and MACs the module
             table shows first, ``"operators"`` (the dispatched operators, the default) or
@@ -152,9 +158,10 @@ def render_report(
         raise ValueError(f"headline must be one of {', '.join(map(repr, METHODS))}, got {headline!r}.")
     if findings is not None and kind != "analysis":
         raise ValueError(f"findings= can only be given with an analysis report, not with a {kind} document.")
-    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training}
+    attachments = {"layer_latency": layer_latency, "latency": latency, "memory": memory, "training": training,
+                   "plan": plan}
     expected = {"layer_latency": "layer_latency", "latency": "latency", "memory": "peak_memory",
-                "training": "training_step"}
+                "training": "training_step", "plan": "training_plan"}
     for name, attached in attachments.items():
         if attached is None:
             continue
@@ -168,6 +175,8 @@ def render_report(
             body += training_section(training)
         if roofline is not None:
             body += roofline_section(roofline)
+        if plan is not None:
+            body += plan_section(plan)
     else:
         page_title, subtitle, body = _RENDERERS[kind](document)
     text = page(title if title is not None else page_title, subtitle, body)

@@ -64,6 +64,8 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .kv th { width: 260px; position: static; }
 .blocks { display: flex; align-items: flex-end; gap: 1px; height: 60px; border-bottom: 1px solid var(--line); }
 .blocks > span { flex: 1 1 0; background: var(--bar); min-width: 1px; }
+.plan-chart text { fill: var(--fg); } .legend { font-size: 12px; color: var(--muted); }
+.swatch { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 8px; }
 footer { color: var(--muted); margin-top: 32px; font-size: 12px; }
 """
 

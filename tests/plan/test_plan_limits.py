@@ -1,0 +1,62 @@
+"""A plan that cannot give a batch says why: a model too large for the budget even at batch 1, a
+model that raises (an error at the line that raised, through the worker), a search ceiling."""
+
+from __future__ import annotations
+
+import textwrap
+
+from plan_models import gpt_factory, measured_peak, mlp
+
+from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.engine.training import plan_training
+from torchscan_lsp.session.plan_summary import plan_summary
+from torchscan_lsp.worker.runner import run_job
+
+#: the small GPT's parameters (examples/llama_blocks.py's count for vocabulary 1000, width 128,
+#: 2 blocks, feed-forward 344) and its parameter tensors: embedding, head, final norm, 9 a block
+GPT_PARAMETERS, GPT_TENSORS = 651_904, 3 + 2 * 9
+
+
+def test_a_model_that_does_not_fit_even_at_batch_1_says_so_with_the_smallest_peak_and_its_largest_category():
+    report = plan_training(gpt_factory(4), plan={"precision": ["float32"], "checkpointing": ["none"]},
+                           memory_budget="8 MiB")
+    batch = report["policies"][0]["batch"]
+    assert (batch["largest"]["value"], batch["limit"], batch["fits"]) == (0, "does_not_fit", False)
+    real = measured_peak(gpt_factory(1))
+    assert abs(batch["smallest"]["peak_bytes"] - real) <= 0.05 * real
+    # AdamW's two moments, 8 bytes a parameter (5.2 MB) and a 4-byte step per tensor, outweigh the
+    # 4-byte parameters, gradients and one sample's activations
+    assert batch["largest_category"] == {"category": "optimizer_state", "bytes": 8 * GPT_PARAMETERS + 4 * GPT_TENSORS}
+    (message,) = [d["message"] for d in report["diagnostics"] if d["code"] == "plan_does_not_fit"]
+    assert "no policy fits the budget of 8.00 MiB even at batch 1" in message
+    assert f"largest optimizer state {fmt.byte_size(8 * GPT_PARAMETERS + 4 * GPT_TENSORS)}" in message
+    row = plan_summary(report).rows[0]
+    assert row.batch == "none fits" and row.peak.endswith("at batch 1")
+
+
+def test_the_search_ceiling_bounds_the_answer_as_a_lower_bound():
+    report = plan_training(mlp, plan={"precision": ["float32"], "checkpointing": ["none"], "max_batch": 64},
+                           memory_budget="64 MiB", input_shape=(256,))
+    batch = report["policies"][0]["batch"]
+    # 8.1 MiB of weights, gradients and state and about 1 KiB a sample: 64 samples fit 64 MiB
+    assert batch["largest"] == {**batch["largest"], "status": "partial", "value": None, "known_value": 64}
+    assert batch["limit"] == "ceiling" and batch["above"] is None
+    assert plan_summary(report).rows[0].batch == "≥ 64"
+
+
+def test_a_factory_that_raises_is_the_plan_jobs_error_at_the_line_that_raised(tmp_path):
+    (tmp_path / "model.py").write_text(textwrap.dedent("""\
+        from torch import nn
+
+
+        # torchscan: input_shape=(8,), plan=True
+        def build():
+            model = nn.Linear(8, 4)
+            raise RuntimeError("no weights here")
+        """), encoding="utf-8")
+    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "model.py"), "target": "build",
+                      "options": {"input_shape": [8], "plan": True}, "source_text": None, "measure": [], "kind": "plan"})
+    assert result["ok"] is False
+    error = result["error"]
+    assert (error["kind"], error["file"], error["line"]) == ("forward", "model.py", 7)
+    assert "no weights here" in error["message"]

@@ -1,0 +1,99 @@
+"""A step's inputs at another size: the batch, and the sequence axis a plan names.
+
+The plan estimates one model at several sizes from the inputs it was first given -- those the
+factory returned, or those generated from ``input_shape`` -- resized, never called again:
+
+* **batch**: every tensor of the inputs and targets whose dimension 0 is the base batch (dimension
+  0 of the sequence input when one is named, else of the first tensor input) is resized there;
+  others (a ``(1, T)`` position index, a weight tensor) keep it;
+* **sequence** (``"input_ids:1"``: keyword input ``input_ids``, dimension 1; ``"0:1"``: the first
+  positional input): every dimension other than 0, of any input or target tensor, as long as the
+  named one -- token ids, their attention mask, the labels, a ``(T, T)`` mask -- is resized.
+
+New tensors keep dtype, device and ``requires_grad``: floating ones are ``torch.rand``, integer ones
+zeros (a valid token id and label) and boolean ones ``True`` (an all-visible mask). Under
+``FakeTensorMode`` they hold no data, which is all an estimate needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map_only
+
+from torchscan_lsp.contract.plan import SequenceAxis
+
+__all__ = ["InputScaler"]
+
+
+def _new(tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    if tuple(tensor.shape) == shape:
+        return tensor
+    kind = tensor.dtype
+    if kind.is_floating_point or kind.is_complex:
+        made = torch.rand(shape, dtype=kind, device=tensor.device)
+    else:
+        made = (torch.ones if kind is torch.bool else torch.zeros)(shape, dtype=kind, device=tensor.device)
+    return made.requires_grad_(tensor.requires_grad) if tensor.requires_grad else made
+
+
+class InputScaler:
+    """The inputs of a step at a batch and a sequence length, from the step's first inputs.
+
+    Args:
+        args, kwargs, targets: the step's inputs and the loss's targets (any nesting).
+        sequence: the sequence axis, or ``None`` (batch alone).
+
+    Attributes:
+        base_batch: dimension 0 of the reference tensor (the sequence input, else the first tensor).
+        base_sequence: the sequence input's length along its axis (``None`` without one).
+
+    Raises:
+        ValueError: no tensor input to scale; the sequence input does not exist, is no tensor, or
+            has no such dimension (the message names the inputs there are).
+    """
+
+    def __init__(self, args: tuple, kwargs: dict[str, Any], targets: tuple, sequence: SequenceAxis | None = None):
+        self._values = (tuple(args), dict(kwargs), tuple(targets))
+        reference = self._reference(sequence)
+        self.base_batch = int(reference.shape[0])
+        self.base_sequence = int(reference.shape[sequence.dim]) if sequence is not None else None
+
+    def _reference(self, sequence: SequenceAxis | None) -> torch.Tensor:
+        args, kwargs, _ = self._values
+        if sequence is None:
+            tensors = [leaf for leaf in tree_flatten((args, kwargs))[0] if isinstance(leaf, torch.Tensor) and leaf.dim()]
+            if not tensors:
+                raise ValueError("the step has no tensor input whose dimension 0 is a batch to scale.")
+            return tensors[0]
+        named = f"positional input {sequence.input}" if isinstance(sequence.input, int) else f"input {sequence.input!r}"
+        if isinstance(sequence.input, int):
+            value = args[sequence.input] if sequence.input < len(args) else None
+        else:
+            value = kwargs.get(sequence.input)
+        if not isinstance(value, torch.Tensor):
+            there = [f"{index}" for index in range(len(args))] + list(kwargs)
+            raise ValueError(f"plan option 'sequence': the step has no tensor {named}; its inputs are "
+                             f"{', '.join(there) or 'none'} (positional by index, keyword by name).")
+        if value.dim() <= sequence.dim:
+            raise ValueError(f"plan option 'sequence': {named} has shape {tuple(value.shape)}, no dimension "
+                             f"{sequence.dim}.")
+        return value
+
+    def at(self, batch: int, sequence: int | None = None) -> tuple[tuple, dict[str, Any], tuple]:
+        """``(args, kwargs, targets)`` with the batch ``batch`` and, when given, the sequence length
+        ``sequence`` (new tensors where a size changes; the first inputs where none does)."""
+        base_batch, base_sequence = self.base_batch, self.base_sequence
+
+        def resize(tensor: torch.Tensor) -> torch.Tensor:
+            if not tensor.dim():
+                return tensor
+            shape = list(tensor.shape)
+            if shape[0] == base_batch:
+                shape[0] = batch
+            if sequence is not None and base_sequence is not None:
+                shape[1:] = [sequence if size == base_sequence else size for size in shape[1:]]
+            return _new(tensor, tuple(shape))
+
+        return tree_map_only(torch.Tensor, resize, self._values)
