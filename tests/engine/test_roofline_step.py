@@ -57,6 +57,17 @@ def test_the_step_s_roofline(report):
     assert (step["bound"], step["bytes"]["categories_from"]) == ("compute", "estimated")
 
 
+def test_the_update_moves_only_the_trainable_parameters(report):
+    # a quarter of the parameters trainable (25 of 100 elements): the update reads and writes
+    # 400 B × 1/4 of them, with the gradients and the optimizer state those 25 have (100 B, 200 B)
+    frozen = {**training(), "parameters": {"parameters": metric(100, "elements"),
+                                           "trainable_parameters": metric(25, "elements")}}
+    frozen["memory"]["estimated"]["by_category"] = {**CATEGORIES, "gradients": 100, "optimizer_state": 200}
+    step = roofline_report(report, measured_ceilings(MACHINE), training=frozen)["training_step"]
+    assert step["bytes"]["optimizer"] == 2 * 400 // 4 + 100 + 2 * 200
+    assert step["optimizer_time"] == pytest.approx(700 / 1e10)
+
+
 def test_mfu_and_hfu(report):
     step = roofline_report(report, measured_ceilings(MACHINE), training=training())["training_step"]
     mfu = step["mfu"]

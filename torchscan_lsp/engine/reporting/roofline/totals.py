@@ -121,6 +121,14 @@ def _categories(training: dict[str, Any]) -> tuple[dict[str, int] | None, str | 
     return None, None
 
 
+def _trainable_share(training: dict[str, Any]) -> float:
+    """The share of the parameters' elements that the step trains (1 when the report does not say):
+    ``trainable_parameters / parameters`` of the training report's ``parameters``."""
+    counts = training.get("parameters") or {}
+    total, trainable = metric_value(counts.get("parameters")), metric_value(counts.get("trainable_parameters"))
+    return trainable / total if total and trainable is not None else 1.0
+
+
 def step_roofline(report: dict[str, Any], training: dict[str, Any], ceilings: dict[str, Any], *,
                   comparable: str | None) -> dict[str, Any]:
     """The training step's roofline and, when ``comparable`` is ``None`` (the step was measured where
@@ -135,7 +143,8 @@ def step_roofline(report: dict[str, Any], training: dict[str, Any], ceilings: di
     if categories is not None:
         p, g = categories.get("parameters", 0), categories.get("gradients", 0)
         s, a, i = categories.get("optimizer_state", 0), categories.get("activations", 0), categories.get("inputs", 0)
-        moved, optimizer = 2 * p + 2 * a + i, 2 * p + g + 2 * s
+        # only trainable parameters are read and written by the update (frozen ones have no gradient)
+        moved, optimizer = 2 * p + 2 * a + i, round(2 * p * _trainable_share(training)) + g + 2 * s
     memory = moved / bandwidth if moved is not None and bandwidth else None
     update = optimizer / bandwidth if optimizer is not None and bandwidth else None
     known = None
