@@ -197,8 +197,9 @@ class ResultView:
         members = set(paths)  # a line may build hundreds
         outer = [p for p in paths if not any(above in members for above in ancestors(p))]
         top = self.children("")
-        # a container the root holds (diffusers' down_blocks) is named on the line by its children
-        built = [t for t in top if t in outer or any(p.startswith(t + ".") for p in paths)]
+        # a container the root holds (diffusers' down_blocks) is named on the line by its children;
+        # a line that built one layer deep inside (a LoRA adapter's base layer) did not build the root
+        built = [t for t in top if t in members or (self.children(t) and set(self.children(t)) <= members)]
         if "" not in outer and top and built == top and set(top) <= self._library_built:
             return [""]
         return outer
