@@ -60,3 +60,23 @@ def test_a_factory_that_raises_is_the_plan_jobs_error_at_the_line_that_raised(tm
     error = result["error"]
     assert (error["kind"], error["file"], error["line"]) == ("forward", "model.py", 7)
     assert "no weights here" in error["message"]
+
+
+def test_a_size_the_model_refused_is_named_with_its_error_when_the_estimates_run_out(monkeypatch):
+    # a sequence the model cannot take (a table of 32 rows) is refused above 32, where the peak is
+    # far under the budget: when the estimates run out before the bracket closes, the reason says
+    # the size was refused and why, not that it did not fit
+    from torchscan_lsp.engine.training import search
+    from torchscan_lsp.engine.training.estimator import Point
+
+    def estimate(size, flops):
+        if size > 32:
+            raise IndexError(f"index {size - 1} is out of bounds for dimension 0 with size 32")
+        peak = 1000 + 10 * size * size
+        return Point(1, size, peak, "backward", {"backward": peak}, {"activations": peak}, {"activations": peak})
+
+    monkeypatch.setattr(search, "MAX_ESTIMATES", 5)
+    answer = search.largest_fitting(estimate, lambda size: None, axis="sequence", kind="quadratic", fit_at=[4, 8, 16],
+                                    budget=10**9, ceiling=4096, flops_kind="quadratic")
+    assert answer.status == "partial" and answer.limit == "estimates"
+    assert "the model refused" in answer.reason and "out of bounds for dimension 0 with size 32" in answer.reason

@@ -263,8 +263,8 @@ def _conclude(answer: AxisAnswer, good: int, bad: int | None, ceiling: int, erro
         answer.status, answer.limit = "partial", "ceiling"
     else:
         answer.status, answer.limit = "partial", "estimates"
-        answer.reason = (f"{MAX_ESTIMATES} estimates did not close the bracket: {good} fits"
-                         + (f", {bad} does not" if bad is not None else ""))
+        refused = f", the model refused {bad} ({errors[bad]})" if bad in errors else f", {bad} does not fit"
+        answer.reason = f"{MAX_ESTIMATES} estimates did not close the bracket: {good} fits" + (refused if bad is not None else "")
 
 
 def _flops_held_out(answer: AxisAnswer, fit_sizes: set[int], get: Callable[..., Point | None]) -> None:
