@@ -80,8 +80,8 @@ def test_package_is_an_installable_vsix(npm):
     assert not [name for name in names if "node_modules" in name or name.startswith("extension/src/")]
     assert manifest["main"] == "./dist/extension.js"
     titles = {command["title"] for command in manifest["contributes"]["commands"]}
-    assert titles == {"Re-analyse", "Show report", "Measure latency", "Measure memory", "Measure training step", "Restart server",
-                      "Show log"}
+    assert titles == {"Re-analyse", "Show report", "Measure latency", "Measure memory", "Measure training step", "Plan training",
+                      "Restart server", "Show log"}
     assert manifest["capabilities"]["untrustedWorkspaces"]["supported"] == "limited"
 
 

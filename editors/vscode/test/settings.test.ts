@@ -143,7 +143,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(16);
+    expect(documented.size).toBe(18);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);

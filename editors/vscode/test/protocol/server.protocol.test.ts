@@ -48,11 +48,13 @@ const MODEL = [
   '    return Net()',
   '',
 ].join('\n');
-// 0-based lines: the target's `def`, the model's class, where the Conv2d is built, where it is called.
+// 0-based lines: the target's `def`, the model's class, where the Conv2d is built, where it is called,
+// the factory's line that built the model.
 const TARGET_LINE = 13;
 const CLASS_LINE = 3;
 const MODULE_LINE = 6;
 const CALL_LINE = 9;
+const BUILT_LINE = 14;
 const BROKEN = ['import torch.nn as nn', '', '', '# torchscan: input_shape=(4, 32, 32)', 'def broken():', '    return nn.Conv2d(3, 8, 3)', ''].join('\n');
 const BROKEN_LINE = 4;
 
@@ -203,7 +205,9 @@ describe('the server as VS Code sees it', () => {
     // the model's one Net instance holds only the convolution: its class line says the same
     expect(byLine.get(CLASS_LINE)).toBe(`${params} · ${flops}`);
     expect(byLine.get(CALL_LINE)).toBe(`→ (1, ${COST.outputShape.join(', ')})`);
-    expect(hints).toHaveLength(4);
+    // `return Net()` built the model: the model's parameters and work
+    expect(byLine.get(BUILT_LINE)).toBe(`${params} · ${flops}`);
+    expect(hints).toHaveLength(5);
   });
 
   test('the hover on the module line shows its parameters and work', async () => {
