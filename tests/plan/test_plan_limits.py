@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from plan_models import gpt_factory, measured_peak, mlp
 
 from torchscan_lsp.contract import format as fmt
@@ -80,3 +82,33 @@ def test_a_size_the_model_refused_is_named_with_its_error_when_the_estimates_run
                                     budget=10**9, ceiling=4096, flops_kind="quadratic")
     assert answer.status == "partial" and answer.limit == "estimates"
     assert "the model refused" in answer.reason and "out of bounds for dimension 0 with size 32" in answer.reason
+
+
+def test_a_sequence_past_the_position_table_is_refused_by_the_model():
+    # a GPT with a learned position table of 24 rows (nn.Embedding(24, 32) named wpe): fake tensors
+    # never check a lookup's indices, so without the table's limit the plan would answer lengths
+    # the model raises on (IndexError) -- the answer is 24 tokens, the table's rows, and 25 is refused
+    import torch
+    from torch import nn
+
+    class PositionGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(100, 32), nn.Embedding(24, 32)
+            self.head = nn.Linear(32, 100)
+
+        def forward(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.head(self.wte(ids) + self.wpe(positions))
+
+    def build():
+        ids = torch.zeros(1, 8, dtype=torch.long)
+        return {"model": PositionGPT(), "args": (ids,), "loss": lambda logits: logits.float().mean()}
+
+    with pytest.raises(IndexError):
+        PositionGPT()(torch.zeros(1, 25, dtype=torch.long))  # what a real step at 25 tokens does
+    report = plan_training(build, plan={"precision": ["float32"], "checkpointing": ["none"], "sequence": "0:1"},
+                           memory_budget="1 GiB")
+    sequence = report["policies"][0]["sequence"]
+    assert sequence["largest"]["value"] == 24 and sequence["limit"] == "model"
+    assert "the position table 'wpe' has 24 rows" in sequence["reason"]

@@ -29,7 +29,7 @@ from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, track_ste
 from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
 from torchscan_lsp.engine.training.flops import TrainingFlopCounter
 from torchscan_lsp.engine.training.policies import checkpoint_blocks, policy_options, repeated_blocks
-from torchscan_lsp.engine.training.scaling import InputScaler
+from torchscan_lsp.engine.training.scaling import InputScaler, position_limit
 from torchscan_lsp.engine.training.sharding import (DDP_METHOD, FSDP_METHOD, ddp_buckets, fsdp_tracker,
                                                     fully_shard_model)
 from torchscan_lsp.engine.training.step import build_training_step
@@ -115,6 +115,7 @@ class PolicyEstimator:
         self.step: Any = None
         self.scaler: InputScaler | None = None
         self.buckets = 0
+        self.positions: tuple[int, str] | None = None
 
     @property
     def method(self) -> str:
@@ -144,6 +145,7 @@ class PolicyEstimator:
             self.step.init_optimizer_state()
             step = self.step
             self.scaler = InputScaler(step.args, step.kwargs, step.targets, sequence)
+            self.positions = position_limit(step.model) if sequence is not None else None
             if self.policy.sharding == "ddp":
                 self.buckets = ddp_buckets(step.model)
         except BaseException:
@@ -164,7 +166,11 @@ class PolicyEstimator:
         FLOPs too (in the same pass unless blocks are checkpointed: then :meth:`count_flops`).
 
         Raises:
+            ValueError: a ``sequence`` longer than the model's position table or configuration
+                allows (fake tensors would not see the lookup fail).
             Any error of the model at that size; the step is left ready for the next size."""
+        if sequence is not None and self.positions is not None and sequence > self.positions[0]:
+            raise ValueError(f"{self.positions[1]}: a sequence of {sequence} would index past it")
         self._resize(batch, sequence)
         fsdp = self.policy.sharding == "fsdp"
         same_pass = flops and self.policy.checkpointing == "none" and not fsdp

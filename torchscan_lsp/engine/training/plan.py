@@ -133,9 +133,15 @@ class _Planner:
         if axis == "batch":
             return largest_fitting(estimate, count_flops, axis="batch", kind="linear", fit_at=[1, 2],
                                    budget=self.budget.bytes, ceiling=self.plan.max_batch, flops_kind="linear")
-        return largest_fitting(estimate, count_flops, axis="sequence", kind="quadratic",
-                               fit_at=_sequence_sizes(scaler.base_sequence), budget=self.budget.bytes,
-                               ceiling=self.plan.max_sequence, flops_kind="quadratic")
+        limit = estimator.positions  # fake tensors never see a lookup past a position table fail
+        ceiling = min(self.plan.max_sequence, limit[0]) if limit else self.plan.max_sequence
+        answer = largest_fitting(estimate, count_flops, axis="sequence", kind="quadratic",
+                                 fit_at=_sequence_sizes(scaler.base_sequence), budget=self.budget.bytes,
+                                 ceiling=ceiling, flops_kind="quadratic")
+        if limit and ceiling == limit[0] and answer.limit == "ceiling":
+            answer.status, answer.limit = "complete", "model"
+            answer.reason = f"{limit[1]}: the model takes no longer sequence"
+        return answer
 
     def policy(self, policy: Policy, mesh: Any, done: float) -> dict[str, Any]:
         """The record of one policy (see :func:`plan_training`)."""

@@ -12,11 +12,14 @@ factory returned, or those generated from ``input_shape`` -- resized, never call
 
 New tensors keep dtype, device and ``requires_grad``: floating ones are ``torch.rand``, integer ones
 zeros (a valid token id and label) and boolean ones ``True`` (an all-visible mask). Under
-``FakeTensorMode`` they hold no data, which is all an estimate needs.
+``FakeTensorMode`` they hold no data, which is all an estimate needs -- and an embedding lookup
+past its table is never checked there, so :func:`position_limit` reads the longest sequence a
+model's position table or configuration allows.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -24,7 +27,31 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 
 from torchscan_lsp.contract.plan import SequenceAxis
 
-__all__ = ["InputScaler"]
+__all__ = ["InputScaler", "position_limit"]
+
+
+#: The names models give a learned position table (GPT-2's ``wpe``, BERT's ``position_embeddings``,
+#: BART's ``embed_positions``, ViT-style ``pos_embed``).
+_POSITION_TABLE = re.compile(r"(^|[._])(wpe|pos_embed(ding)?s?|pos_emb|position_embeddings?|embed_positions)$")
+#: Configuration fields that bound the sequence (transformers' configs name it one of these).
+_CONFIG_LIMITS = ("max_position_embeddings", "n_positions", "max_seq_len", "block_size")
+
+
+def position_limit(model: torch.nn.Module) -> tuple[int, str] | None:
+    """The longest sequence ``model`` can take and what says so (``(64, "the position table
+    'transformer.wpe' has 64 rows")``), or ``None`` when nothing does: the fewest rows of an
+    ``nn.Embedding`` named as a position table, and a ``config`` field of :data:`_CONFIG_LIMITS`."""
+    found: list[tuple[int, str]] = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and _POSITION_TABLE.search(name):
+            found.append((int(module.num_embeddings), f"the position table '{name}' has {module.num_embeddings} rows"))
+    config = getattr(model, "config", None)
+    for field in _CONFIG_LIMITS:
+        value = getattr(config, field, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found.append((value, f"the model's config has {field} = {value}"))
+            break
+    return min(found, default=None, key=lambda item: item[0])
 
 
 def _new(tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
