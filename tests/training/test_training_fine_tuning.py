@@ -143,3 +143,18 @@ def test_a_model_with_nothing_to_train_is_refused():
     frozen = nn.Linear(4, 2).requires_grad_(False)
     with pytest.raises(ValueError, match="no parameter that requires grad"):
         analyse_training_step(lambda: frozen, train=ADAMW, input_shape=(4,))
+
+
+@pytest.mark.parametrize("difference, why", [
+    (4096, "kernels allocate buffers the estimate cannot see"),
+    (-3768, "the real step needed less than the estimate, which errs on the safe side"),
+])
+def test_the_note_on_two_methods_that_differ_says_which_side_is_short(difference, why):
+    # measured − estimated: above zero the estimate missed buffers, below zero it kept more than the
+    # real step did (71,624 B measured against 75,392 B estimated: −3,768 B, −5.3 % of the measured peak)
+    from torchscan_lsp.session.training import training_summary
+
+    report = {"options": {}, "memory": {"estimated": {}, "measured": {}, "comparison": {
+        "difference_bytes": difference, "relative_difference": difference / 71_624, "agree": False}}}
+    (note,) = [n for n in training_summary(report).notes if n.startswith("The two methods differ")]
+    assert why in note

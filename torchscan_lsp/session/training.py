@@ -123,8 +123,12 @@ def _notes(memory: Mapping[str, Any]) -> list[str]:
         if comparison["agree"]:
             notes.append(f"The two methods agree: measured − estimated = {difference:,} B ({relative:+.2f} %).")
         else:
+            # the sign says which side is short: a measured peak above the estimate holds buffers
+            # kernels allocate that fake tensors never see; one below it, memory the real step freed sooner
+            why = ("kernels allocate buffers the estimate cannot see" if difference > 0
+                   else "the real step needed less than the estimate, which errs on the safe side")
             notes.append(f"The two methods differ by {fmt.byte_size(abs(difference))} ({relative:+.1f} % of the "
-                         "measured peak): kernels allocate buffers the estimate cannot see (docs/measurement.md).")
+                         f"measured peak): {why} (docs/measurement.md).")
     return notes
 
 
