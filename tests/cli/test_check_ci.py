@@ -70,6 +70,14 @@ def test_an_exceeded_budget_fails_the_check(over, tmp_path):
     assert (passed.returncode, passed.stdout) == (0, ""), passed.stderr
 
 
+def test_scan_says_the_exceeded_budget_and_keeps_its_exit_status(over):
+    # scan reports (check is the gate): the same sentence at the target's line, on stderr
+    run = subprocess.run([sys.executable, "-m", "torchscan_lsp", "scan", "model.py"], cwd=over, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"model.py:{TARGET_LINE}: warning: {BUDGET_MESSAGE}" in run.stderr.splitlines()
+
+
 COMMAND = re.compile(r"^::(error|warning|notice) file=([^,]*),line=(\d+),col=(\d+),title=([^:]*)::(.*)$")
 
 

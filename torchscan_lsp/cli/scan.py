@@ -40,6 +40,7 @@ from torchscan_lsp.cli.scan_output import (
 from torchscan_lsp.cli.places import Places
 from torchscan_lsp.cli.session import command_session, time_alone
 from torchscan_lsp.contract.messages import failure
+from torchscan_lsp.session.budgets import budget_findings
 from torchscan_lsp.session.controller import Session
 from torchscan_lsp.session.state import Document, TargetState
 from torchscan_lsp.session.workspace import find_root, python_files
@@ -243,6 +244,9 @@ async def _show_in_order(session: Session, states: list[TargetState], out: Outpu
                 report_failure(out, Path(state.key.root), shown, state.target, result)
                 continue
             report_measurement_problems(out, Path(state.key.root), shown, state.target, result)
+            # an exceeded budget is said as check says it, without check's exit status: scan reports
+            for found in budget_findings(state, session.target_options(state), session.settings.headline):
+                out.problem(shown, found.line, found.message, "warning" if found.severity == "warning" else "info")
             if tables:
                 print_table(stdout, shown, state, result, headline=session.settings.headline,
                             receptive_field_notes=receptive_field_notes, places=out.places)
