@@ -183,9 +183,18 @@ class ResultView:
         """Every module path the result names (called or never called itself), in call order."""
         return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
 
+    @functools.cached_property
+    def _children(self) -> dict[str, list[str]]:
+        """Each module path's direct children, indexed once: every hint asks for the root's."""
+        found: dict[str, list[str]] = defaultdict(list)
+        for path in self.known_paths:
+            if path:
+                found[ancestors(path)[-1]].append(path)
+        return found
+
     def children(self, path: str) -> list[str]:
         """The direct children of module ``path`` that the result names, in first-call order."""
-        return [p for p in self.known_paths if p and ancestors(p)[-1] == path]
+        return list(self._children.get(path, ()))
 
     def line_modules(self, defined: Iterable[str]) -> list[str]:
         """The modules a line built, as it should be summed and named: the outermost of ``defined``
@@ -199,7 +208,7 @@ class ResultView:
         top = self.children("")
         # a container the root holds (diffusers' down_blocks) is named on the line by its children;
         # a line that built one layer deep inside (a LoRA adapter's base layer) did not build the root
-        built = [t for t in top if t in members or (self.children(t) and set(self.children(t)) <= members)]
+        built = [t for t in top if t in members or (self._children.get(t) and set(self._children[t]) <= members)]
         if "" not in outer and top and built == top and set(top) <= self._library_built:
             return [""]
         return outer
