@@ -24,7 +24,19 @@ from torchscan_lsp.engine.report import (
 )
 from torchscan_lsp.engine.reporting.roofline import roofline_report
 from torchscan_lsp.engine.reporting.summary import summary
-from torchscan_lsp.engine.training import (analyse_training_step, estimate_training_memory, measure_training_memory,
-                                          plan_training)
 
 __all__ = list(ENGINE_EXPORTS)
+
+# The training tools stand on torch.distributed's trackers, whose import pulls in Dynamo and Inductor
+# (about 1.4 s here): a forward analysis never needs them, so they load on first use, and the warm
+# parent preloads them after its first job rather than before its first hints.
+_TRAINING_EXPORTS = ("analyse_training_step", "estimate_training_memory", "measure_training_memory", "plan_training")
+
+
+def __getattr__(name: str):
+    """Resolve the training tools (:mod:`torchscan_lsp.engine.training`) on first use."""
+    if name in _TRAINING_EXPORTS:
+        from torchscan_lsp.engine import training
+
+        return getattr(training, name)
+    raise AttributeError(f"module 'torchscan_lsp.engine' has no attribute {name!r}")

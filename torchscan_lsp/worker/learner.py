@@ -58,8 +58,9 @@ class Learner:
         return os.path.join(self.scratch, f"job-{pid}.json")
 
     def packages(self) -> list[str]:
-        """Top-level packages preloaded so far."""
-        return preload.top_level(self.preloaded)
+        """Top-level packages preloaded so far, beside this project (whose training tools are
+        preloaded too, but are no library of the user's)."""
+        return [name for name in preload.top_level(self.preloaded) if name != __name__.partition(".")[0]]
 
     def offer(self, names: list[str], root: str | None) -> None:
         """Queue ``names`` (modules of the workspace at ``root``) unless loaded, queued or skipped."""

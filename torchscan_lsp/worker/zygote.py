@@ -339,9 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     scratch = args.scratch or tempfile.mkdtemp(prefix="torchscan-warm-")
     try:
         zygote = Zygote(events, scratch)
-        # Ready without torch._dynamo, which takes seconds to import and no job needs unless its
-        # model does: it is preloaded like a learned module once the first job has ended.
-        zygote.learner.offer(["torch._dynamo"], None)
+        # Ready without torch._dynamo and the training tools (which import it), seconds to import
+        # that no forward job needs: they are preloaded like learned modules once the first job has
+        # ended, so the training estimate that follows finds them loaded.
+        zygote.learner.offer(["torch._dynamo", "torchscan_lsp.engine.training"], None)
         zygote.send(event="ready", pid=os.getpid())
         return zygote.serve()
     finally:
