@@ -155,12 +155,12 @@ class TrainingStep:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def run(self, on_phase: Callable[[str], None] | None = None) -> None:
-        """Run the three phases; ``on_phase(name)`` is called before each, and ``running`` names it
-        while it runs (after an error, the phase that raised). The output and the loss are released
-        at the end."""
+    def run(self, on_phase: Callable[[str], None] | None = None, phases: tuple[str, ...] = PHASES) -> None:
+        """Run ``phases`` (of :data:`PHASES`, in that order; all three by default); ``on_phase(name)``
+        is called before each, and ``running`` names it while it runs (after an error, the phase that
+        raised). The output and the loss are released at the end."""
         try:
-            for name in PHASES:
+            for name in phases:
                 if on_phase is not None:
                     on_phase(name)
                 self.running = name

@@ -125,6 +125,7 @@ class PhaseTracking:
         self.largest: dict[str, int] = {}
         self._by_fqn: dict[str, Any] = {}
         self._by_fqn_size = -1
+        self._changed = True  # whether live memory changed since the peaks were last brought up to date
 
     def enter_phase(self, name: str | None) -> None:
         """End the running phase (what is live now is its end) and start ``name`` (``None``: no
@@ -147,6 +148,7 @@ class PhaseTracking:
 
     def _update_snap(self, u_type: Any, winfo: Any, old_mem_consumed: int | None = None, old_reftype: Any = None) -> None:
         super()._update_snap(u_type, winfo, old_mem_consumed=old_mem_consumed, old_reftype=old_reftype)
+        self._changed = True
         kind = u_type.name
         if kind == "ADD":
             self.cuda.add(winfo.mem_consumed)
@@ -164,6 +166,13 @@ class PhaseTracking:
         return [stats for stats in found if stats is not None]
 
     def _update_peak_stats(self, peak_state: Any) -> None:
+        # Called after every operator, most of which (views, in-place updates) change no live memory:
+        # then no peak can have moved, since each window a peak is kept over (a module's forward or
+        # backward, a phase) starts at the memory live when it opens (MemTracker's pre-hooks,
+        # enter_phase), so the update waits for the next change.
+        if not self._changed:
+            return
+        self._changed = False
         current = self._curr_mem_snap
         for stats in self._active_stats():
             snapshots = stats.snapshots.get(peak_state)
