@@ -30,9 +30,10 @@ LIMIT_S = 3.0
 LIMIT_RSS_MIB = 1024
 
 
-def peak_rss_mib() -> float:
-    """Peak resident set size of this process in MiB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident set size of this process in MiB (``ru_maxrss`` is KiB on Linux, bytes on macOS);
+    ``who=resource.RUSAGE_CHILDREN``: of its largest child that ended."""
+    peak = resource.getrusage(who).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 

@@ -77,3 +77,35 @@ def test_ddp_adds_a_flat_copy_of_every_gradient_to_the_single_device_step(llama_
     assert ddp["batch"]["largest"]["value"] < single["batch"]["largest"]["value"]
     assert ddp["sharding"]["global_batch"] == 4 * ddp["batch"]["largest"]["value"]
     assert "ZeRO stage 0 rule" in ddp["method"]
+
+
+class _Layer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8, bias=False)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_an_fsdp2_rank_counts_every_flop_of_its_own_batch():
+    # Two bias-free Linear(8, 8) layers on (B, 8), the loss their output's sum, by hand: forward
+    # 2 · (2·B·8·8) = 256·B, the sum 8·B − 1 additions; backward: the second layer's input and
+    # weight gradients (2 · 128·B), the first layer's weight gradient only (its input needs none),
+    # 128·B. A rank's collectives and FSDP2's buffer copies are no arithmetic: the count is complete.
+    def build():
+        with torch.device("meta"):
+            model = torch.nn.Sequential(_Layer(), _Layer())
+        return model, (torch.zeros(2, 8),)
+
+    report = plan_training(build, plan={"precision": ["float32"], "checkpointing": ["none"], "sharding": ["fsdp"],
+                                        "ranks": 2, "max_batch": 64}, memory_budget="1 MiB")
+    (policy,) = report["policies"]
+    counted = [point for point in policy["batch"]["estimates"] if "training_flops" in point]
+    assert len(counted) >= 3  # the fit's two sizes and the answer
+    for point in counted:
+        assert point["training_flops"]["status"] == "complete", point["training_flops"]
+        assert point["training_flops"]["value"] == 256 * point["batch"] + 8 * point["batch"] - 1 + 384 * point["batch"]
+    shown = policy["batch"]["training_flops"]
+    assert shown["status"] == "complete"
+    assert shown["value"] == 648 * policy["batch"]["at_largest"]["batch"] - 1

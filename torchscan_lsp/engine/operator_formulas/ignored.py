@@ -1,5 +1,7 @@
 """Operators that do no arithmetic and are missing from the reference ignore list (docs/operator-formulas.md).
 
+Most are ATen's; a sharded training step adds collectives, FSDP2's buffer copies and profiler markers.
+
 The engine merges ``EXTRA_IGNORED`` into its ignore list: these operators then appear under
 ``ignored_operators`` with their reason instead of as ``uncounted_operator`` diagnostics. Every name
 here was observed in real models (see tests/engine/operators/test_model_coverage.py) or belongs to the
@@ -69,7 +71,25 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: op name ("aten.arange") -> reason, for the engine to merge into its ignore list.
+COMMUNICATION = "Communication between ranks is excluded from FLOPs (a sharded plan counts its bytes)."
+MARKER = "Profiler marker; no arithmetic."
+
+#: Operators of other namespaces, by full name: what a sharded step runs besides the model's own
+#: work (FSDP2's collectives and its copies into and out of their buffers, as ``FlopCounterMode``
+#: leaves them out too), and the markers of ``torch.profiler.record_function``.
+_OTHER_NAMESPACES: dict[str, tuple[str, ...]] = {
+    COMMUNICATION: (
+        "c10d._allgather_base_", "c10d.allgather_", "c10d._reduce_scatter_base_", "c10d.reduce_scatter_",
+        "c10d.allreduce_", "c10d.broadcast_", "c10d.barrier", "_c10d_functional.all_gather_into_tensor",
+        "_c10d_functional.reduce_scatter_tensor", "_c10d_functional.all_reduce", "_c10d_functional.all_reduce_",
+        "_c10d_functional.wait_tensor", "_c10d_functional.broadcast", "fsdp.all_gather_copy_in",
+        "fsdp.split_with_sizes_copy", "fsdp.chunk_cat", "fsdp.copy_",
+    ),
+    MARKER: ("profiler._record_function_enter", "profiler._record_function_enter_new",
+             "profiler._record_function_exit"),
+}
+
+#: op name ("aten.arange", "c10d.allreduce_") -> reason, for the engine to merge into its ignore list.
 EXTRA_IGNORED: dict[str, str] = {
     f"aten.{name}": reason for reason, names in _GROUPS.items() for name in dict.fromkeys(names)
-}
+} | {name: reason for reason, names in _OTHER_NAMESPACES.items() for name in names}

@@ -33,6 +33,7 @@ from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic
 from torchscan_lsp.engine.training.estimate import estimate_failure
 from torchscan_lsp.engine.training.estimator import NotApplicable, Point, PolicyEstimator
+from torchscan_lsp.engine.training.parallel import processes_for, run_policies
 from torchscan_lsp.engine.training.search import AxisAnswer, largest_fitting
 from torchscan_lsp.engine.training.sharding import fake_process_group
 
@@ -87,6 +88,18 @@ def _sequence_sizes(base: int) -> list[int]:
     return sizes
 
 
+def _empty_record(policy: Policy, reason: str | None = None) -> dict[str, Any]:
+    return {"policy": policy.as_dict(), "status": "unavailable", "reason": reason,
+            "batch": None, "sequence": None, "sharding": None}
+
+
+def _costliest_first(policies: list[Policy]) -> list[int]:
+    # sharded and checkpointed steps take the longest to estimate: handed out first, they do not
+    # leave one process running alone at the end
+    return sorted(range(len(policies)), key=lambda i: (policies[i].sharding == "single",
+                                                       policies[i].checkpointing == "none"))
+
+
 class _Planner:
     """The policies of one plan, run one after another."""
 
@@ -101,10 +114,10 @@ class _Planner:
         self.count = 0
         self.failures: list[tuple[BaseException, str]] = []
 
-    def _note(self, policy: Policy, what: str, done: float) -> None:
-        self.progress(f"{policy.name}: {what}", done)
+    def _note(self, policy: Policy, what: str) -> None:
+        self.progress(f"{policy.name}: {what}", 0.0)
 
-    def _search(self, estimator: PolicyEstimator, policy: Policy, axis: str, done: float) -> AxisAnswer:
+    def _search(self, estimator: PolicyEstimator, policy: Policy, axis: str) -> AxisAnswer:
         scaler = estimator.scaler
         assert scaler is not None
         fixed = scaler.base_sequence if axis == "batch" else None
@@ -116,7 +129,7 @@ class _Planner:
         def estimate(size: int, flops: bool) -> Point:
             batch, sequence = size_of(size)
             self.count += 1
-            self._note(policy, f"estimating {axis} {size}", done)
+            self._note(policy, f"estimating {axis} {size}")
             point = estimator.estimate(batch, sequence, flops=flops and same_pass)
             if point.flops is not None:
                 self.flops[(policy.checkpointing, batch, sequence)] = point.flops
@@ -126,7 +139,7 @@ class _Planner:
             batch, sequence = size_of(size)
             key = (policy.checkpointing, batch, sequence)
             if key not in self.flops:
-                self._note(policy, f"counting FLOPs at {axis} {size}", done)
+                self._note(policy, f"counting FLOPs at {axis} {size}")
                 self.flops[key] = estimator.count_flops(batch, sequence)
             return self.flops[key]
 
@@ -143,24 +156,23 @@ class _Planner:
             answer.reason = f"{limit[1]}: the model takes no longer sequence"
         return answer
 
-    def policy(self, policy: Policy, mesh: Any, done: float) -> dict[str, Any]:
+    def policy(self, policy: Policy, mesh: Any) -> dict[str, Any]:
         """The record of one policy (see :func:`plan_training`)."""
-        record: dict[str, Any] = {"policy": policy.as_dict(), "status": "unavailable", "reason": None,
-                                  "batch": None, "sequence": None, "sharding": None}
+        record = _empty_record(policy)
         estimator = PolicyEstimator(self.build, policy, self.options, **self.inputs, sequence=self.plan.sequence,
                                     cuda=self.cuda, mesh=mesh, custom_mapping=self.custom_mapping)
         record["method"] = estimator.method
         started = time.perf_counter()
         try:
-            self._note(policy, "building the model on fake tensors", done)
+            self._note(policy, "building the model on fake tensors")
             with estimator:
                 record["blocks"] = {"count": len(estimator.blocks),
                                     "type": type(estimator.blocks[0][1]).__name__ if estimator.blocks else None}
-                batch = self._search(estimator, policy, "batch", done)
+                batch = self._search(estimator, policy, "batch")
                 record["batch"] = _axis_record(batch, estimator.method, "samples", "batch")
                 answers = [batch]
                 if self.plan.sequence is not None:
-                    sequence = self._search(estimator, policy, "sequence", done)
+                    sequence = self._search(estimator, policy, "sequence")
                     record["sequence"] = _axis_record(sequence, estimator.method, "tokens", "T")
                     record["sequence"]["input"] = str(self.plan.sequence)
                     record["sequence"]["base"] = estimator.scaler.base_sequence
@@ -254,15 +266,36 @@ def plan_training(
     planner = _Planner(build, options, plan_options, budget, cuda=cuda, input_shape=input_shape,
                        input_dtype=input_dtype, custom_mapping=custom_mapping, progress=progress)
     started = time.perf_counter()
-    records = []
     sharded = any(policy.sharding == "fsdp" for policy in policies)
+    processes = processes_for(len(policies))
     with (fake_process_group(plan_options.ranks) if sharded else contextlib.nullcontext()) as mesh:
-        for index, policy in enumerate(policies):
-            records.append(planner.policy(policy, mesh, index / len(policies)))
-    if planner.failures and all(record["status"] == "unavailable" for record in records):
-        # the model fails whatever the policy: an error, not a table of blanks (where it raised)
-        error, reason = planner.failures[0]
-        raise PlanError(reason).with_traceback(error.__traceback__) from error
+
+        def run_one(index: int, note: Callable[[str], None]) -> tuple[dict[str, Any], int]:
+            planner.progress, before = (lambda message, done: note(message)), planner.count
+            return planner.policy(policies[index], mesh), planner.count - before
+
+        def noted(index: int, message: str, finished: int) -> None:
+            progress(message, finished / len(policies))
+
+        ended: set[int] = set()
+
+        def died(index: int, how: str) -> dict[str, Any]:
+            ended.add(index)
+            return _empty_record(policies[index], f"the process that estimated this policy ended ({how}).")
+
+        found = run_policies(run_one, _costliest_first(policies), processes, noted, died)
+        records = [found[index][0] for index in range(len(policies))]
+        planner.count = sum(estimates for _, estimates in found.values())
+        if all(record["status"] == "unavailable" for record in records):
+            # the model fails whatever the policy: an error, not a table of blanks (where it raised);
+            # a policy that failed in another process runs again here, to raise with its traceback
+            failed = [index for index in range(len(policies)) if index not in ended]
+            if not planner.failures and failed:
+                planner.progress = lambda message, done: None
+                planner.policy(policies[failed[0]], mesh)
+            if planner.failures:
+                error, reason = planner.failures[0]
+                raise PlanError(reason).with_traceback(error.__traceback__) from error
     progress("done", 1.0)
     compared = "CUDA allocated peak (derived)" if cuda else "tensor bytes at the peak"
     return {
