@@ -15,7 +15,7 @@ notebook's, and the job carries the document's text (the file on disk is the not
 The rewrites raise ``NameError`` outside IPython (no ``get_ipython``). The lines that are exactly
 one of them are left out of the program (:func:`lab_program`), as IPython syntax is for a notebook
 read from its file (:mod:`.notebooks`), with one information naming them as they were written in
-the cell. The forms, from ``jupyterlab-lsp`` 5.3.0, ``src/transclusions/ipython/overrides.ts``
+the cells (on the first line that ``jupyterlab-lsp`` shows it on: :func:`lab_program`). The forms, from ``jupyterlab-lsp`` 5.3.0, ``src/transclusions/ipython/overrides.ts``
 (``LINE_MAGIC_PREFIX`` is ``^(\\s*|\\s*\\S+\\s*=\\s*)``, an indent or an assignment):
 
 * ``!ls -l`` and ``files = !ls``: ``$1get_ipython().getoutput("$2$3")`` (the command unescaped);
@@ -38,6 +38,7 @@ cell tags (``torchscan-skip``) do not reach the server. Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import PurePath
 
@@ -59,6 +60,7 @@ _LINE_MAGIC = re.compile(_PREFIX + rf'get_ipython\(\)\.run_line_magic\("(?P<name
 _CELL_MAGIC = re.compile(rf'get_ipython\(\)\.run_cell_magic\("(?P<name>[^"]*)", "(?P<first>{_ESCAPED})", """')
 _CELL_MAGIC_END = re.compile(r'.*"""\)')  # the body holds no triple quote unescaped: the first such line ends it
 _UNWRAPPED = re.compile(rf'# START_CELL_MAGIC\("(?P<name>[^"]*)", "(?P<first>{_ESCAPED})"\)')
+_UNWRAPPED_END = "# END_CELL_MAGIC"
 
 
 def in_virtual_folder(path: str) -> bool:
@@ -107,23 +109,38 @@ def _written(line: str) -> tuple[str, str] | None:
 def lab_program(text: str) -> Program:
     """The program of a ``jupyterlab-lsp`` document ``text``: every line, those that are rewrites of
     IPython syntax left out (as comments, or ``pass`` inside a block, so that each line keeps its
-    number), with one information naming them as the cells hold them. It has no cell spans."""
+    number), with one information naming them as the cells hold them. It has no cell spans.
+
+    The information is on the first line of Python that ``jupyterlab-lsp`` shows diagnostics on:
+    it drops those on the lines it rewrote (the lines of a cell magic's cell all are), and on the
+    blank lines between cells (their ``skipInspect``, ``src/virtual/document.ts`` and
+    ``features/diagnostics/feature.ts``)."""
     lines = text.split("\n")
     left_out: list[tuple[int, str, str]] = []
+    silenced: set[int] = set()
     index = 0
     while index < len(lines):
         line = lines[index]
+        end = index
         if found := _CELL_MAGIC.match(line):
             end = next((i for i in range(index, len(lines)) if _CELL_MAGIC_END.fullmatch(lines[i])), index)
             left_out.append((index, f"%%{found['name']}{_unescape(found['first'])}",
                              "cell magic: the whole cell is left out"))
             lines[index:end + 1] = [left_out_line(line)] + [""] * (end - index)
-            index = end + 1
-            continue
-        written = _written(line)
-        if written is not None:
+        elif (written := _written(line)) is not None:
             left_out.append((index, *written))
             lines[index] = left_out_line(line)
-        index += 1
-    notices = (left_out_notice(1, left_out, numbered=False),) if left_out else ()
-    return Program("\n".join(lines), (), notices)
+            if _UNWRAPPED.fullmatch(line):  # its body stays, silenced too
+                end = next((i for i in range(index, len(lines)) if lines[i] == _UNWRAPPED_END), index)
+        else:
+            index += 1
+            continue
+        silenced.update(range(index, end + 1))
+        index = end + 1
+    if not left_out:
+        return Program("\n".join(lines), ())
+    shown = next((i for i, line in enumerate(lines) if line.strip() and i not in silenced), 0)
+    notice = left_out_notice(1, left_out, numbered=False)
+    column = len(lines[shown]) - len(lines[shown].lstrip())
+    notice = dataclasses.replace(notice, line=shown + 1, column=column, end_column=len(lines[shown]))
+    return Program("\n".join(lines), (), (notice,))
