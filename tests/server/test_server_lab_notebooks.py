@@ -6,7 +6,7 @@ joined with two blank lines, ``%matplotlib inline`` rewritten into a ``get_ipyth
 notebook's own URI, when the server's spec says ``requires_documents_on_disk: false``). The client
 here opens the four-cell notebook of ``notebook_files`` so, and gets the hints and the hover on the
 document's lines, the parameters and MACs derived by hand there, and one information for the magic;
-nothing writes the virtual document to disk, which the server never reads. A second notebook
+an edit whose factory raises is an error on the document's lines; nothing writes the virtual document to disk, which the server never reads. A second notebook
 imports its block from ``blocks.py`` beside it: the import works (the job's folder is the
 notebook's), an edit of the document analyses it, and ``blocks.py`` rewritten on disk re-analyses it.
 """
@@ -20,7 +20,7 @@ from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 import lsp_support as lsp
-from notebook_files import CELLS, EXPECTED, lab_document, lab_line, write_notebook
+from notebook_files import BROKEN_FACTORY, CELLS, EXPECTED, lab_document, lab_line, write_notebook
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -101,6 +101,23 @@ async def test_hover_on_a_layer_of_the_virtual_document(client):
     assert hover.range.start.line + 1 == line
     assert "Parameters: 544 (544 trainable, 0 frozen, 2.12 KiB)" in hover.contents.value  # 544 float32 · 4 B
     assert "Input: (1, 16) → output: (1, 32)" in hover.contents.value
+
+
+async def test_a_factory_that_raises_is_an_error_on_its_lines_of_the_virtual_document(client):
+    cells = [CELLS[0], CELLS[1], BROKEN_FACTORY, CELLS[3]]
+    since = client.status.mark()
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=client.uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=lab_document(cells))]))
+    state, _ = await client.status.wait(client.notebook.as_uri(), {"done", "failed"}, since)
+    assert state == "failed"   # the edit, unsaved, ran: the file on disk still builds the model
+    errors = {(d.range.start.line + 1, d.message) for d in client.diagnostics[client.uri]
+              if d.severity == types.DiagnosticSeverity.Error}
+    raised, target = lab_line(3, "raise ValueError", cells), lab_line(3, "def build_net", cells)
+    message = ("build_net: the factory raised while building the model: ValueError: no model for you "
+               "(the hints shown are from the last successful analysis, marked stale)")
+    # a message names the document's line: the server does not know the cells
+    assert errors == {(raised, message), (target, f"{message} (raised at sub/nb.ipynb:{raised})")}
 
 
 BESIDE = ["import torch.nn as nn\n\nfrom blocks import WIDTH, Block\n",
