@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["BROKEN_FACTORY", "CELLS", "EXPECTED", "cell_line", "notebook_json", "write_notebook"]
+__all__ = ["BROKEN_FACTORY", "CELLS", "EXPECTED", "LAB_REWRITES", "cell_line", "lab_document", "lab_line",
+           "notebook_json", "write_notebook"]
 
 CELLS = [
     "import torch\nimport torch.nn as nn\n",
@@ -81,3 +82,28 @@ def write_notebook(path: Path, cells: list[str] = CELLS, **options) -> Path:
     """Write :func:`notebook_json` of ``cells`` to ``path``; returns it."""
     path.write_text(notebook_json(cells, **options), encoding="utf-8")
     return path
+
+
+LAB_REWRITES = {"%matplotlib inline": 'get_ipython().run_line_magic("matplotlib", " inline")'}
+"""The lines of :data:`CELLS` that jupyterlab-lsp rewrites, and what it writes (its line-magic
+override: ``get_ipython().run_line_magic("NAME", "ARGS")``, the arguments with their space)."""
+
+
+def _lab_cell(source: str) -> list[str]:
+    """A cell's lines as JupyterLab's editor holds them (no final line end, as Jupyter saves a cell)
+    and jupyterlab-lsp rewrites them."""
+    return [LAB_REWRITES.get(line, line) for line in source.rstrip("\n").split("\n")]
+
+
+def lab_document(cells: list[str] = CELLS) -> str:
+    """jupyterlab-lsp's virtual document of a notebook of code ``cells``: each cell's lines and a
+    line end, the cells joined by two more (``@jupyterlab/lsp``'s ``VirtualDocument.value``:
+    ``lineBlocks.join("\\n".repeat(blankLinesBetweenCells))``, two)."""
+    return "\n\n".join("\n".join(_lab_cell(source)) + "\n" for source in cells)
+
+
+def lab_line(cell: int, needle: str, cells: list[str] = CELLS) -> int:
+    """The 1-based line of :func:`lab_document` where line ``needle`` of 1-based ``cell`` is: each
+    earlier cell takes its lines and two blank ones."""
+    before = sum(len(_lab_cell(source)) + 2 for source in cells[:cell - 1])
+    return before + cell_line(cell, needle, cells)

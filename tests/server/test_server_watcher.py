@@ -11,6 +11,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 import lsp_support as lsp
+from notebook_files import cell_line, write_notebook
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "torchscan_lsp", "serve"])
 
@@ -107,3 +108,50 @@ async def test_what_open_documents_import_is_watched_on_a_bounded_number_of_thre
     client.text_document_did_close(types.DidCloseTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
     await _until(lambda: _inotify_watches(pid) == 0)              # no open document needs any
+
+
+
+NOTEBOOK_CELLS = ["import torch.nn as nn\n\nfrom widths import WIDTH\n",
+                  "# torchscan: input_shape=(4,)\ndef build_wide():\n    return nn.Linear(4, WIDTH)\n"]
+"""A notebook in a subfolder importing its sibling ``widths.py`` (script-style, as Jupyter's kernel,
+started in the notebook's folder, imports it)."""
+
+
+async def test_dependency_of_an_open_notebook_changed_on_disk_is_reanalysed(client):
+    (client.root / "sub").mkdir()
+    lsp.write(client.root, "sub/widths.py", "WIDTH = 2\n")
+    path = write_notebook(client.root / "sub" / "wide.ipynb", NOTEBOOK_CELLS)
+    cells = [f"vscode-notebook-cell:{path}#W{index}sZmlsZQ%3D%3D" for index in range(2)]
+    uri = path.as_uri()
+    since = client.status.mark()
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(
+            uri=uri, notebook_type="jupyter-notebook", version=1,
+            cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                             for cell, text in zip(cells, NOTEBOOK_CELLS)]))
+    state, message = await client.status.wait(uri, {"done", "failed"}, since)
+    # nn.Linear(4, 2): 8 weights + 2 biases
+    assert state == "done" and "10 params" in message, message
+
+    # an unsaved edit of a cell: the notebook's program is no longer the file's
+    since = client.status.mark()
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=uri, version=2),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+            types.NotebookDocumentCellContentChanges(
+                document=types.VersionedTextDocumentIdentifier(uri=cells[1], version=2),
+                changes=[types.TextDocumentContentChangeWholeDocument(
+                    text=NOTEBOOK_CELLS[1].replace("WIDTH)", "WIDTH + 1)"))])]))))
+    state, message = await client.status.wait(uri, {"done", "failed"}, since)
+    # nn.Linear(4, 3): 12 weights + 3 biases
+    assert state == "done" and "15 params" in message, message
+
+    # the imported module is rewritten on disk: the notebook re-analyses its importer, edits kept
+    since = client.status.mark()
+    lsp.write(client.root, "sub/widths.py", "WIDTH = 3\n")
+    state, message = await client.status.wait(uri, {"done", "failed"}, since)
+    # nn.Linear(4, 4): 16 weights + 4 biases, on the cell's line of the factory
+    assert state == "done" and "20 params" in message, message
+    line = cell_line(2, "def build_wide", NOTEBOOK_CELLS)
+    assert lsp.labels_by_line(await lsp.hints(client, cells[1]))[line][0].startswith("20 params")

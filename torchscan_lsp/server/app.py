@@ -29,6 +29,7 @@ from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.server.status import Progress
 from torchscan_lsp.server.watcher import WorkspaceWatcher
 from torchscan_lsp.session.controller import Session
+from torchscan_lsp.session.lab_notebooks import notebook_path
 from torchscan_lsp.session.settings import SECTION, SETTINGS_WAIT_S, Settings
 from torchscan_lsp.session.state import Document, TargetState
 from torchscan_lsp.session.workspace import root_for
@@ -80,9 +81,10 @@ class TorchscanServer(LanguageServer):
         return root_for(path, self.workspace_roots())
 
     def document(self, uri: str) -> Document | None:
-        """The tracked document of ``uri`` (a notebook cell's: its notebook's), or ``None``."""
+        """The tracked document of ``uri`` (a notebook cell's, or a ``jupyterlab-lsp`` virtual
+        document's: its notebook's), or ``None``."""
         path = to_fs_path(uri) or self.notebooks.path_of_cell(uri)
-        return self.session.store.documents.get(str(Path(path).resolve())) if path else None
+        return self.session.store.documents.get(str(Path(notebook_path(path)).resolve())) if path else None
 
     def buffer_text(self, uri: str) -> str:
         """The client's current text of the document at ``uri``."""
@@ -192,15 +194,16 @@ class TorchscanServer(LanguageServer):
 
     def publish(self, document: Document) -> None:
         """Push ``document``'s diagnostics, unless the client pulls them (then it is asked to). A
-        notebook's are pushed to its cells in any case (:meth:`Notebooks.publish`)."""
-        if document.program is not None:
+        notebook's are pushed to its cells in any case (:meth:`Notebooks.publish`); those of a
+        notebook that ``jupyterlab-lsp`` sends as one text document go to that document."""
+        if document.program is not None and document.uri is None:
             self.notebooks.publish(document, self.diagnostics_for(document))
             return
         if self.client.pull_diagnostics:
             return
         items = self.diagnostics_for(document)
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=from_fs_path(document.path), diagnostics=items))
+            types.PublishDiagnosticsParams(uri=document.uri or from_fs_path(document.path), diagnostics=items))
 
     def document_closed(self, uri: str) -> None:
         """A document was closed: withdraw its pushed diagnostics (pulling clients drop them

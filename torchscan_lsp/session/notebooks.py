@@ -33,7 +33,8 @@ from typing import Any, Iterable
 from torchscan_lsp.targets import TargetProblem
 
 __all__ = ["NOTEBOOK_SUFFIX", "PYTHON_CELL_MAGICS", "SKIP_TAG", "Cell", "NotebookError", "Program", "Span",
-           "cell_tags", "is_notebook", "join_cells", "parse_notebook", "read_notebook", "read_program"]
+           "cell_tags", "is_notebook", "join_cells", "left_out_line", "left_out_notice", "parse_notebook", "read_notebook",
+           "read_program"]
 
 NOTEBOOK_SUFFIX = ".ipynb"
 """The file suffix of a Jupyter notebook."""
@@ -98,7 +99,9 @@ class Program:
 
     Attributes:
         text: the program, one line per line of its cells (left-out lines as comments or ``pass``).
-        spans: where each analysed cell's lines are, in order.
+        spans: where each analysed cell's lines are, in order; none for a program whose cells
+            are not known (``jupyterlab-lsp``'s document of a notebook, :mod:`.lab_notebooks`:
+            its lines are the editor's own).
         notices: one information per cell with left-out lines (``TargetProblem``, severity
             ``"information"``, at the first such line of the program), added to the document's
             problems.
@@ -155,7 +158,7 @@ def join_cells(cells: Iterable[Cell]) -> Program:
         spans.append(Span(cell, start, len(own)))
         lines.extend(own)
         if left_out:
-            notices.append(_notice(start, left_out))
+            notices.append(left_out_notice(start, left_out))
     text = "\n".join(lines) + "\n" if lines else ""
     return Program(text, tuple(spans), tuple(notices))
 
@@ -176,11 +179,17 @@ def _python_lines(source: str) -> tuple[list[str], list[tuple[int, str, str]]]:
     for index, text in enumerate(lines):
         if _is_ipython(text):
             left_out.append((index, text, ""))
-            stripped = text.lstrip()
-            indent = text[: len(text) - len(stripped)]
-            # a comment keeps the line's length; inside a block a comment would leave it empty
-            lines[index] = indent + "pass" if indent else "#" + stripped[1:]
+            lines[index] = left_out_line(text)
     return lines, sorted(left_out)
+
+
+def left_out_line(text: str) -> str:
+    """What the program holds for a left-out line ``text``: ``pass`` at its indent inside a block,
+    else a comment of the same length (its columns stay those of the editor's line)."""
+    stripped = text.lstrip()
+    indent = text[: len(text) - len(stripped)]
+    # inside a block a comment would leave it empty
+    return indent + "pass" if indent else "#" + stripped[1:]
 
 
 def _parses(lines: list[str]) -> bool:
@@ -198,12 +207,15 @@ def _is_ipython(text: str) -> bool:
                                or bool(_HELP.fullmatch(stripped)))
 
 
-def _notice(start: int, left_out: list[tuple[int, str, str]]) -> TargetProblem:
-    """One information for a cell's left-out lines, at the first of them."""
+def left_out_notice(start: int, left_out: list[tuple[int, str, str]], *, numbered: bool = True) -> TargetProblem:
+    """One information for the left-out lines ``(index, text, why)`` of a cell whose first line is
+    program line ``start`` (``index`` 0-based from there), at the first of them; each named by its
+    text (and, ``numbered``, its line in the cell), :data:`MAX_NAMED` at most."""
     first, text, _ = left_out[0]
     named = []
     for index, line, why in left_out[:MAX_NAMED]:
-        detail = ", ".join(part for part in (f"line {index + 1}" if len(left_out) > 1 else "", why) if part)
+        number = f"line {index + 1}" if numbered and len(left_out) > 1 else ""
+        detail = ", ".join(part for part in (number, why) if part)
         named.append(f"`{line.strip()}`" + (f" ({detail})" if detail else ""))
     if len(left_out) > MAX_NAMED:
         named.append(f"and {len(left_out) - MAX_NAMED} more")

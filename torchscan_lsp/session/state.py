@@ -60,6 +60,9 @@ class Document:
             model imports a file that changed (its targets are analysed, not shown).
         imports: what the import statements of the latest scan that found targets name (preload
             entries, :func:`torchscan_lsp.targets.imports.imported_names`), for the warm worker.
+        uri: the editor's URI of the text document that stands for this file without being its
+            text (``jupyterlab-lsp``'s document of a notebook, :mod:`.lab_notebooks`: a virtual
+            document's URI, or the notebook's own), which its diagnostics go to; else ``None``.
     """
 
     path: str
@@ -74,6 +77,7 @@ class Document:
     program: Program | None = None
     from_disk: bool = False
     imports: list[str] = field(default_factory=list)
+    uri: str | None = None
 
     @property
     def lines(self) -> list[str]:
