@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/torchscan-lsp scan examples/cnn.py examples/transformer_models.py
 
 test-tools: setup
-	bash scripts/install-test-tools.sh
+	VENV=$(VENV) bash scripts/install-test-tools.sh
 
 test: test-tools
 	$(BIN)/python -m pytest -q -rs

