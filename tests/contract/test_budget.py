@@ -78,3 +78,14 @@ def test_every_problem_of_a_table_at_once():
 def test_an_amount_alone():
     assert parse_amount("flops", 1e9).value == 1e9
     assert parse_amount("params", "3", option="max_increase", relative=True).relative is False
+
+
+def test_two_bad_keys_of_one_option_are_one_error_naming_both():
+    with pytest.raises(ValueError) as raised:
+        parse_budget({"flop": 1, "params": "lots"})
+    assert str(raised.value) == (
+        "unknown budget key 'flop' (did you mean 'flops'?); budget keys: params, flops, macs, peak_memory, "
+        "latency, train_memory; budget 'params': 'lots' is not an amount; expected \"25M\", \"1.5k params\" or "
+        "25000000.")
+    with pytest.raises(ValueError, match=r"^max_increase 'flops': 'x%'.*; unknown max_increase key 'param'"):
+        parse_max_increase({"flops": "x%", "param": "5%"})

@@ -173,12 +173,19 @@ def parse_budget(value: Any) -> dict[str, Amount]:
     """``budget={...}`` as one :class:`Amount` per key (``None``: no budget).
 
     Raises:
-        TypeError, ValueError: not a dict, an unknown key, or a bad amount (the first one found;
-            :func:`budget_problems` lists them all).
+        TypeError, ValueError: not a dict, an unknown key, or a bad amount; several bad keys are one
+            :class:`ValueError` that names each (:func:`budget_problems`).
     """
     if value is None:
         return {}
+    _all_problems("budget", value)
     return {key: parse_amount(key, amount) for key, amount in _keys("budget", value, BUDGET_KEYS).items()}
+
+
+def _all_problems(option: str, value: Any) -> None:
+    # one error for every bad key, so that a pragma is fixed in one edit, not one key per analysis
+    if isinstance(value, Mapping) and len(problems := budget_problems(option, value)) > 1:
+        raise ValueError("; ".join(message.rstrip(".") for _, message in problems) + ".")
 
 
 def parse_max_increase(value: Any) -> dict[str, Amount]:
@@ -186,6 +193,7 @@ def parse_max_increase(value: Any) -> dict[str, Amount]:
     (``relative``) or an amount in the key's unit (``None``: no limit)."""
     if value is None:
         return {}
+    _all_problems("max_increase", value)
     return {key: parse_amount(key, amount, option="max_increase", relative=True)
             for key, amount in _keys("max_increase", value, INCREASE_KEYS).items()}
 
