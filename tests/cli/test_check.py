@@ -221,3 +221,30 @@ def test_the_headline_flag_shows_the_module_formulas_and_their_gaps(tmp_path):
     (warning,) = [line for line in lines if ": warning: " in line]
     assert warning.startswith(f"res.py:{line_of(text, 'return self.fc(x) + x')}:9: warning: aten.add in the own forward "
                               "of the root module: no module formula counts it")
+
+
+def test_a_bare_aliased_decorator_is_one_error_in_the_users_spelling(tmp_path):
+    # `@ts` without parentheses calls target(build_b) while the module imports, which raises there:
+    # that line gets the one error that says what to write (with the alias as written), and the
+    # other target of the file, which cannot import either, says where it was raised
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        from torchscan_lsp import target as ts
+
+
+        @ts
+        def build_b():
+            return nn.Linear(8, 8), (torch.zeros(1, 8),)
+
+
+        @ts(input_shape=(1, 4))
+        def build_a():
+            return nn.Linear(4, 4)
+    """).lstrip("\n"), encoding="utf-8")
+    code, lines, _ = _check(tmp_path, "m.py", "--no-hints")
+    assert code == 1
+    assert lines[0] == "m.py:6:2: error: call the decorator with parentheses: @ts() or @ts(input_shape=...)"
+    assert len(lines) == 2 and lines[1].startswith("m.py:12:1: error: build_a: importing the module failed")
+    assert lines[1].endswith("(raised at m.py:6)")

@@ -58,15 +58,16 @@ def problem_diagnostics(lines: Lines, problems: Iterable[Any]) -> list[types.Dia
     ]
 
 
-def _error_diagnostics(rel: str, lines: Lines, state: TargetState) -> list[types.Diagnostic]:
+def _error_diagnostics(rel: str, lines: Lines, state: TargetState, explained: set[int]) -> list[types.Diagnostic]:
     error = (state.error or {}).get("error") or {}
     message = error_message(state)
     kind = f"analysis-{error.get('kind') or 'crash'}"
     out = []
-    # the line that raised, where it is now (nothing there when that line changed since)
+    # the line that raised, where it is now (nothing there when that line changed since), unless an
+    # error read from the source already stands there (a bare decorator raises when imported)
     at_error = (state.line_map(rel, lines.lines, error=True).to_current(int(error["line"]))
                 if error.get("file") == rel and error.get("line") else None)
-    if at_error is not None:
+    if at_error is not None and at_error not in explained:
         out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
     if state.key.file == rel and not _on_the_target(state, at_error):
         # a wrong return value raised nothing: it was returned there
@@ -154,6 +155,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
     (none without it).
     """
     out = problem_diagnostics(lines, problems)
+    explained = {d.range.start.line + 1 for d in out if d.severity == types.DiagnosticSeverity.Error}
     if config_error is not None:
         out.extend(config_diagnostics(rel, lines, config_error, states))
     for state in states:
@@ -162,7 +164,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
                                    types.DiagnosticSeverity.Information, "untrusted"))
             continue
         if state.error is not None:
-            out.extend(_error_diagnostics(rel, lines, state))
+            out.extend(_error_diagnostics(rel, lines, state, explained))
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state, path, headline, receptive_field_notes))
             if state.key.file == rel:

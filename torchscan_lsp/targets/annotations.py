@@ -246,8 +246,8 @@ def parse_decorator(
         problems.append(
             TargetProblem(
                 *lines.span(dec),
-                "call the decorator with parentheses: @torchscan_lsp.target() or "
-                "@torchscan_lsp.target(input_shape=...)",
+                f"call the decorator with parentheses: @{ast.unparse(dec)}() or "
+                f"@{ast.unparse(dec)}(input_shape=...)",
                 "error", target,
             )
         )
