@@ -101,3 +101,27 @@ def test_rss_of_this_process():
     # both read the same counters a moment apart: within a few MiB of each other
     assert abs(rss_bytes(os.getpid()) - status_kib * 1024) < 16 * 1024 * 1024
     assert rss_bytes(2**22 + 12345) is None  # no such process
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
+def test_resident_memory_counts_the_processes_a_job_forked():
+    # a child that writes to 128 MiB of fresh memory holds those pages resident: the job's
+    # resident memory (what the memory limit is held against) grows by at least that much
+    ready_r, ready_w = os.pipe()  # the child says its memory is written
+    done_r, done_w = os.pipe()  # the parent says it has measured
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        block = bytearray(128 * 2**20)
+        block[::4096] = b"\x01" * len(block[::4096])
+        os.write(ready_w, b"x")
+        os.read(done_r, 1)
+        os._exit(0)
+    try:
+        alone = int(open(f"/proc/{os.getpid()}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        os.read(ready_r, 1)
+        assert rss_bytes(os.getpid()) >= alone + 128 * 2**20
+    finally:
+        os.write(done_w, b"x")
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, done_r, done_w):
+            os.close(fd)

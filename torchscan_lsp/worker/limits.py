@@ -66,13 +66,37 @@ def isolate_forked_child(inherited: list[int], parent: int) -> None:
 
 
 def rss_bytes(pid: int) -> int | None:
-    """Resident set size of process ``pid`` in bytes, from ``/proc``; ``None`` when unknown (the
-    process is gone, or the platform has no ``/proc``)."""
+    """Resident set size of process ``pid`` and of the processes it forked (a plan's policies run
+    in processes of their own, :mod:`torchscan_lsp.engine.training.parallel`), in bytes, from
+    ``/proc``; ``None`` when unknown (the process is gone, or the platform has no ``/proc``)."""
+    own = _own_rss_bytes(pid)
+    if own is None:
+        return None
+    return own + sum(_own_rss_bytes(child) or 0 for child in _children(pid))
+
+
+def _own_rss_bytes(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/statm", "rb") as handle:
             return int(handle.read().split()[1]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes forked by ``pid``'s main thread and, in turn, by theirs (``/proc``'s
+    ``children`` file; none where the kernel does not provide it)."""
+    found, waiting = [], [pid]
+    while waiting:
+        parent = waiting.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children", "rb") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except (OSError, ValueError):
+            children = []
+        found += children
+        waiting += children
+    return found
 
 
 def _address_space_bytes() -> int | None:
