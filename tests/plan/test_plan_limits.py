@@ -112,3 +112,14 @@ def test_a_sequence_past_the_position_table_is_refused_by_the_model():
     sequence = report["policies"][0]["sequence"]
     assert sequence["largest"]["value"] == 24 and sequence["limit"] == "model"
     assert "the position table 'wpe' has 24 rows" in sequence["reason"]
+
+
+def test_a_device_budget_is_shown_by_the_name_written_with_the_tables_name():
+    # an alias of the device table ("H100-80GB") is the H100-SXM's 80 GiB (contract/devices.py)
+    report = plan_training(mlp, plan={"precision": ["float32"], "checkpointing": ["none"], "max_batch": 4},
+                           memory_budget="H100-80GB", input_shape=(256,))
+    assert report["budget"]["bytes"] == 80 * 2**30
+    assert plan_summary(report).budget.startswith("80.0 GiB per device (H100-80GB = H100-SXM, from train_memory")
+    canonical = plan_training(mlp, plan={"precision": ["float32"], "checkpointing": ["none"], "max_batch": 4},
+                              memory_budget="H100-SXM", input_shape=(256,))
+    assert plan_summary(canonical).budget.startswith("80.0 GiB per device (H100-SXM, from train_memory")

@@ -42,7 +42,9 @@ def test_a_budget_is_a_size_or_an_accelerator_of_the_device_table(value, size, d
 
 
 @pytest.mark.parametrize("pragma, message", [
-    ('train_memory="H10"', "train_memory: 'H10' is not a size nor a known device (did you mean 'H100-SXM'?)"),
+    ('train_memory="H10"', "train_memory: 'H10' is not a size nor a known device (did you mean 'H100'?)"),
+    ('train_memory="H100-80"', "train_memory: 'H100-80' is not a size nor a known device (did you mean 'H100-80GB'?)"),
+    ('train_memory=80', "train_memory: 80 has no unit, so it would be 80 bytes"),
     ('train_memory="lots"', "train_memory: 'lots' is not a size nor a known device"),
     ('train_memory="-3 GiB"', "train_memory: '-3 GiB' is not a size"),
     ('plan={"memory": "A100-4"}', "plan option 'memory': 'A100-4' is not a size nor a known device (did you mean"),

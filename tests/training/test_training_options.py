@@ -64,7 +64,14 @@ def test_byte_sizes():
     assert parse_bytes("80GB") == 80 * 10**9
     assert parse_bytes("512 MiB") == 512 * 1024**2
     assert parse_bytes("1.5 KiB") == 1536
-    assert parse_bytes(4096) == 4096
+    assert parse_bytes(3 * 2**30) == 3 * 2**30  # a byte count
+    for small in (80, "80", 4096):  # a size without its unit: "80" is never 80 bytes
+        with pytest.raises(ValueError) as raised:
+            parse_bytes(small, name="train_memory")
+        count = int(small)
+        assert str(raised.value) == (f"train_memory: {count} has no unit, so it would be {count} bytes; write a size "
+                                     f"such as \"{count} GB\" or \"{count} GiB\" (a byte count without a unit is "
+                                     "at least 1 MiB).")
     for bad, error in (("lots", ValueError), ("-1 GiB", ValueError), (0, ValueError), (2.5, TypeError), (True, TypeError)):
         with pytest.raises(error, match="memory_budget"):
             parse_bytes(bad, name="memory_budget")

@@ -88,11 +88,13 @@ def parse_budget(value: Any, *, name: str = "train_memory") -> Budget:
         if device is not None:  # a name first: "4090" is the GPU, not 4,090 bytes
             return Budget(device.memory_bytes, device.name, value)
         if not value.strip()[:1].isdigit():
-            names = {alias.lower(): device.name for device in DEVICES for alias in (device.name, *device.aliases)}
+            # the suggestion is the name closest to what was written, an alias ("H100-80GB") as well
+            names = {alias.lower(): alias for device in DEVICES for alias in (device.name, *device.aliases)}
             close = difflib.get_close_matches(value.strip().lower().replace(" ", "-").replace("_", "-"), names, n=1)
             hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
             raise ValueError(f"{name}: {value!r} is not a size nor a known device{hint}; write a size such as "
-                             f"\"24 GiB\" or \"80 GB\", or a device: {', '.join(device_names())}.")
+                             f"\"24 GiB\" or \"80 GB\", or a device: {', '.join(device_names())} "
+                             "(each also by the names docs/devices.md lists, e.g. \"H100-80GB\").")
     return Budget(parse_bytes(value, name=name), None, str(value))
 
 

@@ -213,15 +213,30 @@ def parse_bytes(value: Any, *, name: str = "memory") -> int:
     """A byte count from an int or a string such as ``"24 GiB"``, ``"80GB"`` or ``"512 MiB"``.
 
     ``KiB``/``MiB``/``GiB``/``TiB`` are powers of 1024, ``kB``/``MB``/``GB``/``TB`` powers of 1000
-    (as GPU vendors count). Raises ``TypeError``/``ValueError`` naming ``name``.
+    (as GPU vendors count). A count without a unit is bytes, and must be at least
+    :data:`MIN_UNITLESS_BYTES`: ``train_memory=80`` means 80 GB, never 80 bytes, so it is refused
+    with the size to write. Raises ``TypeError``/``ValueError`` naming ``name``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"{name}: expected a byte count or a size such as \"24 GiB\", got {type(value).__name__}.")
     if isinstance(value, int):
         if value <= 0:
             raise ValueError(f"{name}: expected a positive byte count, got {value}.")
-        return value
+        return _unitless(value, name)
     match = _BYTES_RE.match(value)
     if not match or float(match.group(1)) <= 0:
         raise ValueError(f"{name}: {value!r} is not a size; write e.g. \"24 GiB\", \"80 GB\" or \"512 MiB\".")
-    return int(float(match.group(1)) * _UNIT_BYTES[(match.group(2) or "").lower()])
+    if not match.group(2):
+        return _unitless(int(float(match.group(1))), name)
+    return int(float(match.group(1)) * _UNIT_BYTES[match.group(2).lower()])
+
+
+#: The smallest byte count accepted without a unit (1 MiB).
+MIN_UNITLESS_BYTES = 2**20
+
+
+def _unitless(count: int, name: str) -> int:
+    if count < MIN_UNITLESS_BYTES:
+        raise ValueError(f"{name}: {count} has no unit, so it would be {count} bytes; write a size such as "
+                         f"\"{count} GB\" or \"{count} GiB\" (a byte count without a unit is at least 1 MiB).")
+    return count

@@ -133,7 +133,10 @@ def plan_summary(report: Mapping[str, Any]) -> PlanSummary:
     budget = report.get("budget") or {}
     where = {"plan": "from the plan's memory", "train_memory": "from train_memory",
              "default": "the default: set train_memory"}.get(budget.get("source"), "")
-    named = f"{budget['device']}, " if budget.get("device") else ""
+    device, written = budget.get("device"), str(budget.get("text") or "")
+    # the name as written first ("H100-80GB"), with the table's name when it is another
+    named = ("" if not device else f"{device}, " if written.lower() in ("", str(device).lower())
+             else f"{written} = {device}, ")
     summary = PlanSummary(f"{fmt.byte_size(budget.get('bytes', 0))} per device ({named}{where})",
                           str(report.get("compared", "")))
     sequence = bool((report.get("options") or {}).get("sequence"))
