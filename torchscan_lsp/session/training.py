@@ -107,7 +107,12 @@ def _notes(memory: Mapping[str, Any]) -> list[str]:
     estimated = memory.get("estimated") or {}
     cuda = estimated.get("cuda")
     if isinstance(cuda, dict) and (estimated.get("peak") or {}).get("status") == "complete":
-        notes.append(f"On a CUDA GPU (derived from the caching allocator's rules, not measured): "
+        # the derivation keeps the step's optimizer implementation: a CPU step's for-loop update
+        # holds fewer temporaries than the foreach one PyTorch picks on CUDA (which a plan uses)
+        loop = (" with this step's for-loop optimizer (PyTorch's default on CUDA, foreach, holds more "
+                "temporaries while it updates: set train device \"cuda\", or see the plan)"
+                if estimated.get("foreach") is False else "")
+        notes.append(f"On a CUDA GPU (derived from the caching allocator's rules, not measured){loop}: "
                      f"{fmt.byte_size(cuda['allocated_peak_bytes'])} allocated, "
                      f"at least {fmt.byte_size(cuda['reserved_if_packed_bytes'])} reserved.")
     budget = memory.get("budget")
