@@ -248,3 +248,32 @@ def test_a_bare_aliased_decorator_is_one_error_in_the_users_spelling(tmp_path):
     assert lines[0] == "m.py:6:2: error: call the decorator with parentheses: @ts() or @ts(input_shape=...)"
     assert len(lines) == 2 and lines[1].startswith("m.py:12:1: error: build_a: importing the module failed")
     assert lines[1].endswith("(raised at m.py:6)")
+
+
+def test_a_module_that_fails_to_import_is_one_error_where_it_raised_and_one_per_target(tmp_path):
+    # the NameError below both factories fails the module's import, hence both targets: the line
+    # that raised gets one error, whatever the number of targets, and each target says where
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+
+        # torchscan: input_shape=(4,)
+        def first():
+            return nn.Linear(4, 4)
+
+
+        # torchscan: input_shape=(4,)
+        def second():
+            return nn.Linear(4, 2)
+
+
+        undefined_name + 1
+    """).lstrip("\n"), encoding="utf-8")
+    code, lines, _ = _check(tmp_path, "m.py", "--no-hints")
+    assert code == 1
+    raised = [line for line in lines if line.startswith("m.py:14:1: error: ")]
+    assert raised == ["m.py:14:1: error: importing the module failed; fix the import (the workspace root is on "
+                      "sys.path): NameError: name 'undefined_name' is not defined"]
+    assert [line.split(": error: ")[0] for line in lines if line not in raised] == ["m.py:5:1", "m.py:10:1"]
+    assert all(line.endswith("(raised at m.py:14)") for line in lines if line not in raised)

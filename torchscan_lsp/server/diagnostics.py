@@ -68,7 +68,9 @@ def _error_diagnostics(rel: str, lines: Lines, state: TargetState, explained: se
     at_error = (state.line_map(rel, lines.lines, error=True).to_current(int(error["line"]))
                 if error.get("file") == rel and error.get("line") else None)
     if at_error is not None and at_error not in explained:
-        out.append(_diagnostic(lines.statement(at_error), message, types.DiagnosticSeverity.Error, kind))
+        # a module that fails to import fails every target of it: the line that raised says so once
+        shown = message.removeprefix(f"{state.key.name}: ") if error.get("kind") == "import" else message
+        out.append(_diagnostic(lines.statement(at_error), shown, types.DiagnosticSeverity.Error, kind))
     if state.key.file == rel and not _on_the_target(state, at_error):
         # a wrong return value raised nothing: it was returned there
         verb = "returned" if error.get("kind") == "result" else "raised"
