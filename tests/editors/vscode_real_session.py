@@ -111,6 +111,7 @@ class Processes:
         self.env = {**env, MARKER: self.marker}
         self.folder = folder
         self.groups: list[int] = []
+        self.started: list[subprocess.Popen] = []
         self.outlived: list[str] = []
 
     def start(self, command: list[str], log_name: str) -> subprocess.Popen:
@@ -119,6 +120,7 @@ class Processes:
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.groups.append(process.pid)
+        self.started.append(process)
         return process
 
     def adopt_group(self, pid: int) -> None:
@@ -135,6 +137,8 @@ class Processes:
                 pass
         deadline = time.monotonic() + GRACE_S
         while time.monotonic() < deadline and any(_group_alive(group) for group in self.groups):
+            for process in self.started:
+                process.poll()   # reaped: a leader that exited is a zombie, its group alive, until then
             time.sleep(0.1)
         for group in self.groups:
             try:
