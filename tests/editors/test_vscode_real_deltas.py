@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from editor_workspace import CLASS_MODEL, line_of, si
-from vscode_real_session import DRIVER, run_session
+from vscode_real_session import DRIVER
 
 CLASS = line_of(CLASS_MODEL, "class Net")
 CONV = line_of(CLASS_MODEL, "self.conv = nn.Conv2d")
@@ -36,7 +36,7 @@ def labels(channels: int, params_change: str = "", work_change: str = "") -> tup
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> dict:
+def session(code_server, tmp_path_factory, request) -> dict:
     tmp = tmp_path_factory.mktemp("vscode-real-deltas")
     workspace = tmp / "workspace"
     (workspace / "models").mkdir(parents=True)
@@ -46,7 +46,7 @@ def session(tmp_path_factory) -> dict:
         subprocess.run(["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
                        check=True, capture_output=True)
     committed, widened = labels(8), labels(12, "+112", "+50 %")
-    ran = run_session(tmp, workspace, {
+    ran = code_server.drive(request.module.__name__, tmp, workspace, {
         "model": "models/model.py", "modelLines": LINES, "python": sys.executable,
         "uiTimeoutMs": 20_000, "analysisTimeoutMs": 120_000,
         "edit": {"line": CONV, "widened": LINES[CONV].replace("Conv2d(3, 8, 3)", "Conv2d(3, 12, 3)"),
