@@ -6,13 +6,23 @@ from pathlib import Path
 import pytest
 
 from editor_workspace import BROKEN, MODEL, Expected
-from vscode_real_session import SUMMARY
+from vscode_real_session import SUMMARY, CodeServer
 
 
 def pytest_terminal_summary(terminalreporter, config):
     """Names the real VS Code session's screenshot folder and its time, when it ran."""
     if SUMMARY in config.stash:
         terminalreporter.write_line(config.stash[SUMMARY])
+
+
+@pytest.fixture(scope="session")
+def code_server(tmp_path_factory):
+    """One code-server for every real VS Code test module, each driving a window of its own in it:
+    its start, the extension's install and its stop happen once per run, not once per module."""
+    server = CodeServer(tmp_path_factory.mktemp("code-server"))
+    yield server
+    outlived = server.stop()
+    assert outlived == [], f"processes outlived code-server's group: {outlived}"
 
 
 @pytest.fixture(scope="module")

@@ -30,18 +30,35 @@ local function finish()
   end)
 end
 
-local function hints(bufnr)
+-- {0-based line: label} of a list of InlayHint objects
+local function by_line(inlay_hints)
   local found = {}
-  for _, item in ipairs(vim.lsp.inlay_hint.get({ bufnr = bufnr })) do
-    local label = item.inlay_hint.label
+  for _, hint in ipairs(inlay_hints) do
+    local label = hint.label
     if type(label) == "table" then
       label = table.concat(vim.tbl_map(function(part)
         return part.value
       end, label))
     end
-    found[tostring(item.inlay_hint.position.line)] = label
+    found[tostring(hint.position.line)] = label
   end
   return found
+end
+
+-- the hints Neovim holds for the buffer (what it shows)
+local function hints(bufnr)
+  return by_line(vim.tbl_map(function(item)
+    return item.inlay_hint
+  end, vim.lsp.inlay_hint.get({ bufnr = bufnr })))
+end
+
+-- the hints the server gives for the whole buffer now
+local function server_hints(client, bufnr)
+  local answer = client:request_sync("textDocument/inlayHint", {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    range = { start = { line = 0, character = 0 }, ["end"] = { line = vim.api.nvim_buf_line_count(bufnr), character = 0 } },
+  }, 10000, bufnr)
+  return by_line(answer and answer.result or {})
 end
 
 local function hover(client, bufnr, line)
@@ -83,10 +100,10 @@ local ok, failure = pcall(function()
       return seen.hover:find(step["until"]) ~= nil
     end, 100)
     -- the hints of the final result: the server asked Neovim to refresh them; ask once more and wait
-    -- for them to settle
+    -- until Neovim holds what the server now answers
     vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
     vim.wait(3000, function()
-      return false
+      return vim.deep_equal(hints(bufnr), server_hints(client, bufnr))
     end, 100)
     seen.hints = hints(bufnr)
     seen.lenses = lenses(bufnr)

@@ -54,11 +54,8 @@ def shown(tmp_path_factory, client_env) -> Shown:
 
 
 @pytest.fixture(scope="module")
-def totals() -> dict[tuple[str, str], dict]:
-    done = subprocess.run([sys.executable, "-m", "torchscan_lsp", "scan", "examples/", "--format", "json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return {(entry["file"], entry["target"]): entry["report"]["totals"] for entry in json.loads(done.stdout)}
+def totals(gallery_totals) -> dict[tuple[str, str], dict]:
+    return gallery_totals   # one scan for this module and check's gallery (tests/conftest.py)
 
 
 @pytest.mark.parametrize("expected", GALLERY, ids=lambda e: e.target)

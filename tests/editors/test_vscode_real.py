@@ -6,7 +6,7 @@ the interpreter advice at start (nothing set, ``python3`` without the package), 
 then the inlay hints, code lens, hover, Problems panel, status bar, "Measure latency",
 "Measure memory", "Plan training" and "Show report". Each test checks what the page showed at one step against
 numbers derived by hand (editor_workspace). Screenshots of every step are written to
-build/vscode-real/ (named in the output); the session's timing is printed with them.
+build/vscode-real/test_vscode_real/ (named in the output); the session's timing is printed with them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from editor_workspace import BROKEN, CLASS_MODEL, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
 from torchscan_lsp.engine.reporting.html import CONTENT_SECURITY_POLICY
-from vscode_real_session import SCREENSHOTS, SUMMARY, run_session
+from vscode_real_session import SCREENSHOTS, SUMMARY
 
 MODEL = CLASS_MODEL
 CLASS_LINE = line_of(MODEL, "class Net")
@@ -30,14 +30,14 @@ LABELS = Expected()   # the same Conv2d(3, 8, 3) on 3×32×32: the labels derive
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory, request) -> dict:
+def session(code_server, tmp_path_factory, request) -> dict:
     tmp = tmp_path_factory.mktemp("vscode-real")
     workspace = tmp / "workspace"
     (workspace / "models").mkdir(parents=True)
     (workspace / "pyproject.toml").write_text('[project]\nname = "models"\n')
     (workspace / "models" / "model.py").write_text(MODEL)
     (workspace / "models" / "broken.py").write_text(BROKEN)
-    ran = run_session(tmp, workspace, {
+    ran = code_server.drive(request.module.__name__, tmp, workspace, {
         "model": "models/model.py", "broken": "models/broken.py", "modelLines": MODEL.splitlines(),
         "python": sys.executable, "uiTimeoutMs": 20_000, "analysisTimeoutMs": 90_000, "planTimeoutMs": 300_000,
         "expected": {"totals": LABELS.totals,
@@ -46,7 +46,7 @@ def session(tmp_path_factory, request) -> dict:
     timings = ", ".join(f"{step['name']} {step['seconds']:.1f}" for step in steps)
     # printed at the end of the run (conftest.py), where pytest's capture does not swallow it
     request.config.stash[SUMMARY] = (f"real VS Code (code-server): {len(steps)} steps in {ran['seconds']:.0f} s "
-                                     f"(seconds per step: {timings}); screenshots in {SCREENSHOTS}")
+                                     f"(seconds per step: {timings}); screenshots in {SCREENSHOTS / request.module.__name__}")
     ran["steps"] = {step["name"]: step for step in steps}
     return ran
 
@@ -189,5 +189,6 @@ def test_server_log_lines_appear_once(session):
 
 
 def test_every_process_stopped_with_its_group(session):
-    # the language server's workers lead process groups of their own; they must end with it
+    # the language server's workers lead process groups of their own; they must end with it, and
+    # it with the window's extension host once the window has closed
     assert session["outlived"] == []

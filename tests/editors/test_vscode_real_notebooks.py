@@ -3,7 +3,8 @@ opens the four-cell notebook of ``notebook_files`` in VS Code's own notebook edi
 Jupyter serializer renders the cells; no kernel and no Jupyter extension are needed), reads the inlay
 hints on the lines of its cells, hovers the block's layer, reads the Problems entry of the cell with
 the magic, then opens the notebook whose factory raises and reads its error. The numbers are those
-derived by hand in ``notebook_files``; screenshots of every step are written to build/vscode-real/.
+derived by hand in ``notebook_files``; screenshots of every step are written to
+build/vscode-real/test_vscode_real_notebooks/.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import pytest
 
 from notebook_files import BROKEN_FACTORY, CELLS, EXPECTED, cell_line, write_notebook
-from vscode_real_session import DRIVER, run_session
+from vscode_real_session import DRIVER
 
 BROKEN_CELLS = [CELLS[0], CELLS[1], BROKEN_FACTORY]
 HINTS = {
@@ -25,14 +26,14 @@ HINTS = {
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> dict:
+def session(code_server, tmp_path_factory, request) -> dict:
     tmp = tmp_path_factory.mktemp("vscode-real-notebooks")
     workspace = tmp / "workspace"
     workspace.mkdir()
     (workspace / "pyproject.toml").write_text('[project]\nname = "models"\n')
     write_notebook(workspace / "nb.ipynb")
     write_notebook(workspace / "broken.ipynb", BROKEN_CELLS)
-    ran = run_session(tmp, workspace, {
+    ran = code_server.drive(request.module.__name__, tmp, workspace, {
         "notebook": "nb.ipynb", "broken": "broken.ipynb", "cells": [cell.splitlines() for cell in CELLS],
         "python": sys.executable, "uiTimeoutMs": 20_000, "analysisTimeoutMs": 120_000,
         "expected": {str(cell): {str(line): label for line, label in lines.items()} for cell, lines in HINTS.items()},

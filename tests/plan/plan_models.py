@@ -72,15 +72,3 @@ def measured_peak(build, *, batch: int | None = None, input_shape=None, train=No
     step.init_optimizer_state()
     return measure_peak_memory(step.run, device="cpu")["peak_bytes"]
 
-
-def largest_measured(fits, low: int, high: int) -> int:
-    """The largest batch in ``[low, high]`` whose real step fits, by bisection on real steps
-    (``fits(batch)`` measures one); ``low`` must fit and ``high`` must not."""
-    assert fits(low) and not fits(high)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle
-    return low

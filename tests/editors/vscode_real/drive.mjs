@@ -14,7 +14,7 @@ import { escape, open } from './page.mjs';
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const ui = await open(config);
-const { browser, page, results, save, consoleErrors, poll, step, statusText, restrictedMode, toasts, lenses, hints } = ui;
+const { page, results, save, consoleErrors, poll, step, statusText, restrictedMode, toasts, lenses, hints } = ui;
 const { problems, tabs, hoverText, chord, quickOpen, palette, clickLens, showProblems, webviewReport } = ui;
 
 const expectedHints = Object.entries(config.expected.hints);
@@ -166,5 +166,5 @@ try {
 } finally {
   results.consoleErrors = consoleErrors;
   save();
-  await browser.close();
+  await ui.close();
 }

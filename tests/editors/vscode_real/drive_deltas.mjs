@@ -16,7 +16,7 @@ const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 // The interpreter in code-server's Remote settings, where a remote window reads it.
 fs.writeFileSync(config.machineSettings, JSON.stringify({ 'torchscan.python': config.python }, null, 1));
 const ui = await open(config);
-const { browser, page, results, save, consoleErrors, poll, step, statusText, lenses, hints, chord, quickOpen } = ui;
+const { page, results, save, consoleErrors, poll, step, statusText, lenses, hints, chord, quickOpen } = ui;
 const { clickLens, tabs, webviewReport } = ui;
 
 const matches = (expected) => (seen) => Object.entries(expected).every(([line, label]) => seen[line] === label);
@@ -83,5 +83,5 @@ try {
 } finally {
   results.consoleErrors = consoleErrors;
   save();
-  await browser.close();
+  await ui.close();
 }

@@ -17,7 +17,7 @@ const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 fs.writeFileSync(config.machineSettings, JSON.stringify({ 'torchscan.python': config.python }, null, 1));
 config.modelLines = [];
 const ui = await open(config);
-const { browser, page, results, save, consoleErrors, poll, step, problems, hoverText, chord, quickOpen, showProblems } = ui;
+const { page, results, save, consoleErrors, poll, step, problems, hoverText, chord, quickOpen, showProblems } = ui;
 
 // The notebook editor is an overlay over the editor area (`.notebookOverlay`), outside the editor
 // group's DOM; the overlay of a notebook in a hidden tab stays in the page, hidden. Each code cell
@@ -108,5 +108,5 @@ try {
 } finally {
   results.consoleErrors = consoleErrors;
   save();
-  await browser.close();
+  await ui.close();
 }

@@ -240,8 +240,16 @@ export async function open(config) {
     return report;
   }
 
+  /** Closes the window as a user closes its tab, then the browser: the workbench unloads, so
+   * code-server ends the window's extension host at once (a browser that just vanished leaves it
+   * waiting for a reconnection, for hours). */
+  async function close() {
+    await page.goto('about:blank', { timeout: config.uiTimeoutMs }).catch(() => {});
+    await browser.close();
+  }
+
   return {
-    browser, page, results, save, consoleErrors, poll, step, statusText, restrictedMode, toasts, lenses, hints,
+    browser, page, results, save, consoleErrors, poll, step, close, statusText, restrictedMode, toasts, lenses, hints,
     problems, tabs, hoverText, chord, quickOpen, palette, clickLens, showProblems, webviewReport,
   };
 }
