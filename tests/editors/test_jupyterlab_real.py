@@ -104,14 +104,14 @@ def session(tmp_path_factory) -> dict:
     processes = Processes(env, tmp)
     started = time.monotonic()
     try:
-        lab = processes.start(command, "jupyterlab.log")
+        lab = processes.start(command, tmp / "jupyterlab.log")
         _wait_listening(tmp / "jupyterlab.log", lab)
         config = {"url": f"http://127.0.0.1:{port}/lab/tree/sub/nb.ipynb?token={TOKEN}", "shots": str(SHOTS),
                   "results": str(tmp / "results.json"), "profile": str(folders["profile"]), "chromium": chromium,
                   "chromePidFile": str(tmp / "chromium.pid"), "uiTimeoutMs": 20_000, "analysisTimeoutMs": 120_000,
                   "cells": len(CELLS), "hover": {"needle": "self.fc = nn.Linear", "at": len("self.fc = nn.Li")}}
         (tmp / "driver.json").write_text(json.dumps(config, indent=1))
-        driver = processes.start([str(NODE24), str(DRIVE), str(tmp / "driver.json")], "driver.log")
+        driver = processes.start([str(NODE24), str(DRIVE), str(tmp / "driver.json")], tmp / "driver.log")
         try:
             driver.wait(timeout=DRIVER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -120,14 +120,14 @@ def session(tmp_path_factory) -> dict:
         if chromium_pid.isdigit():
             processes.adopt_group(int(chromium_pid))
     finally:
-        processes.stop()
+        outlived = processes.stop()
     for name in ("results.json", "driver.log", "jupyterlab.log"):
         if (tmp / name).exists():
             shutil.copy(tmp / name, SHOTS / name)
     assert (tmp / "results.json").exists(), (tmp / "driver.log").read_text(errors="replace")
     results = json.loads((tmp / "results.json").read_text())
     return {"results": results, "steps": {step["name"]: step for step in results["steps"]},
-            "outlived": processes.outlived, "root": folders["root"], "seconds": time.monotonic() - started,
+            "outlived": outlived, "root": folders["root"], "seconds": time.monotonic() - started,
             "log": (tmp / "jupyterlab.log").read_text(errors="replace")}
 
 

@@ -129,6 +129,10 @@ class Processes:
         self.started.append(process)
         return process
 
+    def adopt_group(self, pid: int) -> None:
+        """Also end the group that ``pid`` leads (Chromium, which puppeteer starts detached)."""
+        self.groups.append(pid)
+
     def marked(self) -> set[int]:
         """The processes that carry this run's marker now."""
         return set(_marked_pids(self.marker))
