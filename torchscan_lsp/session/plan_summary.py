@@ -100,7 +100,7 @@ def _fits(record: Mapping[str, Any] | None, axis: str) -> list[str]:
     fit = (record or {}).get("fit") or {}
     lines = [f"{axis}: {text}" for text in fit.get("texts") or []]
     for name, check in (fit.get("held_out") or {}).items():
-        lines.append(f"{axis}: the {name} fit at {check['size']} (not fitted on): {100.0 * check['relative_error']:+.2f} %")
+        lines.append(f"{axis}: the {name} fit at {check['size']:,} (not fitted on): {100.0 * check['relative_error']:+.2f} %")
     return lines
 
 

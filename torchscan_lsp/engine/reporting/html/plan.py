@@ -98,7 +98,7 @@ def _policy_detail(policy: Mapping[str, Any], budget: int) -> str:
         fit = record.get("fit") or {}
         pairs = [(f"largest {axis}", escape(_largest_text(record)))]
         pairs += [("fit", escape(text)) for text in fit.get("texts") or ()]
-        pairs += [(f"{kind} fit at {check['size']} (not fitted on)", escape(f"{100 * check['relative_error']:+.2f} %"))
+        pairs += [(f"{kind} fit at {check['size']:,} (not fitted on)", escape(f"{100 * check['relative_error']:+.2f} %"))
                   for kind, check in (fit.get("held_out") or {}).items()]
         body.append(f"<h4>{escape(axis)}</h4>" + key_values(pairs))
         if axis == "batch":
