@@ -24,12 +24,13 @@ it, when the answer is a size it was fitted on).
 
 The categories at the peak (activations, gradients, ...) are fitted on the same sizes, but they are
 a function of the size only while the moment of the peak stays where it is: at batch 1 the peak of
-a small MLP's SGD step with weight decay is in the optimizer step, where every gradient exists, at batch 2 in
-the backward, where most do not yet, so a line through the two says ``gradients = 140 KiB − 65.0
-KiB × batch``. The peak's own fit is a line wherever the moment is (it is the largest of the phases'
-lines); a category's curve is kept only where it **holds** (:func:`_contradiction`): non-negative
-from the smallest size fitted on to the answer, and within :data:`REFIT_TOLERANCE` of every estimate
-in that range it was not fitted on. The others are ``not_fitted``, with the size that showed it.
+a small MLP's SGD step with weight decay is in the optimizer step, where every gradient exists, at
+batch 2 in the backward, where most do not yet, so a line through the two says ``gradients = 140
+KiB − 65.0 KiB × batch``. The peak's own fit is a line wherever the moment is (it is the largest of
+the phases' lines); a category's curve is kept only where it **holds** (:func:`_contradiction`):
+non-negative from the smallest size fitted on to the answer, and within :data:`REFIT_TOLERANCE` of
+every estimate in that range it was not fitted on. The others are ``not_fitted``, with the size
+that showed it.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.engine.training.estimator import Point
-from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.engine.training.fits import POWERS, Curve, fit, largest_within, relative_error
 
 __all__ = ["MAX_ESTIMATES", "REFIT_TOLERANCE", "AxisAnswer", "largest_fitting"]
