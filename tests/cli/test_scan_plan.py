@@ -45,7 +45,8 @@ def test_scan_prints_the_plan_of_a_target_whose_options_ask_for_one(workspace, c
     assert code == 0, err
     block = out[out.index("Training plan"):].splitlines()
     assert block[0] == "Training plan: budget 1.00 MiB per device (from train_memory), held against the tensor bytes at the peak"
-    assert re.split(r"\s{2,}", block[1].strip()) == ["policy", "max batch", "peak", "largest", "FLOPs/step"]
+    # the FLOPs of a sharded policy are one rank's at its own batch: the header says per device
+    assert re.split(r"\s{2,}", block[1].strip()) == ["policy", "max batch", "peak", "largest", "FLOPs/step per device"]
     rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in block[2:6])}
     assert set(rows) == {"float32 · adamw · no checkpointing · one device", "float32 · adamw · checkpointed · one device",
                          "bfloat16 · adamw · no checkpointing · one device", "bfloat16 · adamw · checkpointed · one device"}
@@ -56,6 +57,9 @@ def test_scan_prints_the_plan_of_a_target_whose_options_ask_for_one(workspace, c
     batches = {name: int(cells[0].replace(",", "")) for name, cells in rows.items() if "checkpointed" not in name}
     assert batches["bfloat16 · adamw · no checkpointing · one device"] > batches["float32 · adamw · no checkpointing · one device"]
     assert any(re.fullmatch(r"    batch: the memory fit at \d+ \(not fitted on\): [+-]\d+\.\d\d %", line) for line in block)
+    # both answers rest on the estimates at them and one above them (the budget bounds them)
+    assert any(re.fullmatch(r"  \d+ estimates on fake tensors in \d+\.\d s; each answer confirmed by the estimates at "
+                            r"it and one above it\.", line) for line in block)
 
 
 def test_scan_plan_plans_every_target_and_carries_the_plans_in_json_and_html(workspace, capsys):
@@ -82,4 +86,5 @@ def test_scan_plan_plans_every_target_and_carries_the_plans_in_json_and_html(wor
     assert section.count('<svg class="plan-chart"') == 2  # a chart per policy with estimates
     assert 'class="budget"' in section and 'class="fit"' in section and 'class="category activations"' in section
     assert "the model has no repeated block to checkpoint" in section
+    assert "<th>max length at batch 1</th>" in section and "<th>FLOPs/step per device</th>" in section
     assert line_of(files["mlp.py"], "def build_mlp") > 0

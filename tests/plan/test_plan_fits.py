@@ -8,10 +8,15 @@ size (``estimate_training_memory``'s FLOP counter, a pass of its own)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from plan_models import gpt_factory, measured_peak
 
+from torchscan_lsp.cli.scan_plan import plan_lines
 from torchscan_lsp.engine.training import estimate_training_memory, plan_training
+from torchscan_lsp.server.plan_card import plan_card
+from torchscan_lsp.session.state import TargetKey, TargetState
 
 MiB = 1 << 20
 
@@ -69,3 +74,12 @@ def test_the_sequence_fit_names_attentions_share_of_the_flops(gpt_plan):
     assert share["size"] == size
     assert share["share"] == pytest.approx(quadratic * size ** 2 / _value(curve, size))
     assert any(f"at T = {size:,}" in text for text in record["fit"]["texts"])
+
+
+def test_the_tables_say_the_length_is_at_batch_1_and_the_flops_are_per_device(gpt_plan):
+    # the sequence is searched at batch 1 (docs/measurement.md), and a sharded policy's FLOPs are
+    # one rank's at its own batch: both headers say so, in the scan's table and the hover's
+    header = re.split(r"\s{2,}", plan_lines(gpt_plan)[1].strip())
+    assert header == ["policy", "max batch", "max length at batch 1", "peak", "largest", "FLOPs/step per device"]
+    state = TargetState(TargetKey("/ws", "gpt.py", "build"), target=None, measurements={"plan": gpt_plan})
+    assert "| policy | max batch | max length at batch 1 | peak | largest |" in plan_card(state)

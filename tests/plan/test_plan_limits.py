@@ -34,6 +34,9 @@ def test_a_model_that_does_not_fit_even_at_batch_1_says_so_with_the_smallest_pea
     assert f"largest optimizer state {fmt.byte_size(8 * GPT_PARAMETERS + 4 * GPT_TENSORS)}" in message
     row = plan_summary(report).rows[0]
     assert row.batch == "none fits" and row.peak.endswith("at batch 1")
+    # one estimate, at batch 1: nothing fits, so no answer to say was confirmed
+    assert report["estimates"] == 1
+    assert plan_summary(report).notes[-1] == f"1 estimate on fake tensors in {report['elapsed_s']:.1f} s."
 
 
 def test_the_search_ceiling_bounds_the_answer_as_a_lower_bound():
@@ -43,7 +46,10 @@ def test_the_search_ceiling_bounds_the_answer_as_a_lower_bound():
     # 8.1 MiB of weights, gradients and state and about 1 KiB a sample: 64 samples fit 64 MiB
     assert batch["largest"] == {**batch["largest"], "status": "partial", "value": None, "known_value": 64}
     assert batch["limit"] == "ceiling" and batch["above"] is None
-    assert plan_summary(report).rows[0].batch == "≥ 64"
+    summary = plan_summary(report)
+    assert summary.rows[0].batch == "≥ 64"
+    # no size above the ceiling was estimated: the answer is a bound, confirmed by nothing
+    assert "confirmed" not in summary.notes[-1] and summary.rows[0].reason == "a lower bound: the search's ceiling"
 
 
 def test_a_factory_that_raises_is_the_plan_jobs_error_at_the_line_that_raised(tmp_path):
@@ -123,3 +129,21 @@ def test_a_device_budget_is_shown_by_the_name_written_with_the_tables_name():
     canonical = plan_training(mlp, plan={"precision": ["float32"], "checkpointing": ["none"], "max_batch": 4},
                               memory_budget="H100-SXM", input_shape=(256,))
     assert plan_summary(canonical).budget.startswith("80.0 GiB per device (H100-SXM, from train_memory")
+
+
+def test_the_note_says_which_answers_the_estimates_confirmed():
+    # an answer the budget bounds is confirmed by the estimate at it and the one above; a bound at
+    # the search's ceiling is not, and its row says why
+    def policy(name: str, limit: str, status: str) -> dict:
+        largest = {"status": status, "value": 5 if status == "complete" else None, "known_value": 5}
+        return {"policy": {"name": name}, "status": status,
+                "batch": {"largest": largest, "limit": limit, "fits": True,
+                          "at_largest": {"peak_bytes": 1000, "peak_phase": "backward"}}}
+
+    report = {"budget": {"bytes": 2048, "source": "plan"}, "estimates": 9, "elapsed_s": 1.3,
+              "policies": [policy("a", "budget", "complete"), policy("b", "ceiling", "partial")]}
+    assert plan_summary(report).notes[-1] == (
+        "9 estimates on fake tensors in 1.3 s; the answers the budget bounds (1 of 2) confirmed by the estimates at "
+        "them and one above them; the others say why.")
+    report["policies"] = report["policies"][:1]
+    assert plan_summary(report).notes[-1].endswith("; each answer confirmed by the estimates at it and one above it.")

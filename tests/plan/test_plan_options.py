@@ -3,12 +3,18 @@ is neither a size nor a known device is a problem at the option (no torch needed
 
 from __future__ import annotations
 
-import pytest
+import textwrap
 
-from torchscan_lsp.contract.plan import PRECISIONS, parse_budget, parse_plan_options
+import pytest
+from torch import nn
+
+from torchscan_lsp.contract.plan import PRECISIONS, PlanOptionError, parse_budget, parse_plan_options
+from torchscan_lsp.engine.training import plan_training
+from torchscan_lsp.session.measurements import MeasurementFailure
 from torchscan_lsp.targets import find_targets
 from torchscan_lsp.targets.config import WorkspaceConfigError, load_workspace_defaults
 from torchscan_lsp.targets.options import merge_options
+from torchscan_lsp.worker.runner import run_job
 
 GiB = 1 << 30
 
@@ -52,6 +58,13 @@ def test_a_budget_is_a_size_or_an_accelerator_of_the_device_table(value, size, d
     ('plan={"sharding": ["zero3"]}', "plan option 'sharding': unknown 'zero3'"),
     ('plan={"ranks": 1}', "plan option 'ranks': got 1; expected an int >= 2"),
     ('plan={"sequence": "input_ids:0"}', "dimension 0 is the batch"),
+    # NAME:DIM, NAME an identifier or a positional index, DIM an int: what the text alone can tell
+    ('plan={"sequence": "input ids:1"}', "plan option 'sequence': got 'input ids:1'; expected None, or"),
+    ('plan={"sequence": "-1:1"}', "plan option 'sequence': got '-1:1'; expected None, or"),
+    ('plan={"sequence": "ids:-1"}', "plan option 'sequence': got 'ids:-1'; expected None, or"),
+    ('plan={"sequence": "ids:1:2"}', "plan option 'sequence': got 'ids:1:2'; expected None, or"),
+    ('plan={"sequence": "ids:²"}', "plan option 'sequence': got 'ids:²'; expected None, or"),
+    ('plan={"sequence": -1}', "plan option 'sequence': got -1; expected None, or"),
     ('plan={"batchsize": 3}', "unknown plan option 'batchsize'"),
     ('plan="yes"', "plan must be True, or a dict of plan options"),
 ])
@@ -83,3 +96,50 @@ def test_a_target_plan_true_takes_the_workspace_plan_table_and_its_own_dict_merg
     assert merge_options(table, {"plan": True})["plan"] == {"sharding": ["single", "fsdp"], "ranks": 4}
     assert merge_options(table, {"plan": {"ranks": 8}})["plan"] == {"sharding": ["single", "fsdp"], "ranks": 8}
     assert merge_options(table, {"plan": False})["plan"] is False
+
+
+def test_a_bad_sequence_of_a_decorator_is_a_problem_at_its_line():
+    source = ("import torchscan_lsp\n\n\n@torchscan_lsp.target(input_shape=(8,), plan={\"sequence\": \"ids:x\"})\n"
+              "def build():\n    pass\n")
+    (problem,) = [p for p in find_targets(source, "model.py").errors]
+    assert problem.line == 4 and problem.message.startswith("plan option 'sequence': got 'ids:x'")
+
+
+@pytest.mark.parametrize("sequence, message", [
+    # generated inputs (input_shape=(8,)) are one positional tensor, (batch, 8)
+    ("idx:1", "plan option 'sequence': 'idx:1' names no tensor input of the step; its inputs are positional 0, a "
+              "tensor of shape (1, 8) (a positional input by its index"),
+    ("0:5", "plan option 'sequence': '0:5' names dimension 5 of positional input 0, a tensor of shape (1, 8), which "
+            "has dimensions 0 (the batch) to 1."),
+])
+def test_a_sequence_the_inputs_do_not_have_is_the_plan_jobs_option_error_at_the_annotation(tmp_path, sequence, message):
+    # only the factory's inputs can tell: the plan fails as an option does, at its annotation (line 4),
+    # saying which inputs there are, not as the model's error at the def line
+    (tmp_path / "model.py").write_text(textwrap.dedent(f"""\
+        from torch import nn
+
+
+        # torchscan: input_shape=(8,), plan={{"precision": ["float32"], "checkpointing": ["none"], "sequence": "{sequence}"}}
+        def build():
+            return nn.Linear(8, 4)
+        """), encoding="utf-8")
+    options = {"input_shape": [8], "plan": {"precision": ["float32"], "checkpointing": ["none"], "sequence": sequence}}
+    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "model.py"), "target": "build",
+                      "options": options, "source_text": None, "measure": [], "kind": "plan"})
+    assert result["ok"] is False
+    error = result["error"]
+    assert (error["kind"], error["file"], error["line"]) == ("options", "model.py", 4)
+    assert error["message"].startswith(message)
+    shown = MeasurementFailure("plan", True, error).message("build")
+    assert shown.startswith(f"build: the training plan failed: {message}")
+
+
+def test_a_sequence_no_policy_can_scale_is_one_error_of_the_plan_not_a_row_per_policy():
+    # every policy builds the same inputs: two policies (estimated side by side where it can fork)
+    # end in the one error of the option, not in two rows of "unavailable"
+    def build():
+        return nn.Linear(8, 4)
+
+    with pytest.raises(PlanOptionError, match="'ids:1' names no tensor input of the step"):
+        plan_training(build, plan={"precision": ["float32", "bfloat16"], "checkpointing": ["none"], "sequence": "ids:1"},
+                      memory_budget="1 MiB", input_shape=(8,))

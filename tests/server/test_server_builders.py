@@ -241,6 +241,21 @@ def test_failure_diagnostic_at_raising_line_and_target():
     assert all("RuntimeError: shape mismatch" in d.message for d in found)
 
 
+def test_a_plan_option_the_inputs_contradict_is_an_error_at_the_annotation_without_a_type():
+    # the plan job's options error (a sequence naming no input), at the pragma (line 3); a model's
+    # error in a measurement stays on the target line with its type
+    option = {"error": {"kind": "options", "type": "OptionError", "message": "plan option 'sequence': 'idx:1' names "
+                        "no tensor input of the step", "file": "net.py", "line": 3}, "requested": True}
+    model = {"error": {"kind": "forward", "type": "RuntimeError", "message": "boom", "file": "net.py", "line": 4},
+             "requested": True}
+    for measured, line, message in ((option, 3, "Net: the training plan failed: plan option 'sequence': 'idx:1'"),
+                                    (model, 4, "Net: the training plan failed: RuntimeError: boom")):
+        found = [d for d in build_diagnostics("net.py", Lines(SOURCE), [], [_state(measurements={"plan": measured})])
+                 if d.code == "plan-failed"]
+        assert [(d.range.start.line + 1, d.severity) for d in found] == [(line, types.DiagnosticSeverity.Error)]
+        assert found[0].message.startswith(message)
+
+
 def test_a_line_that_built_modules_of_different_types_counts_modules_not_copies():
     # conv (Conv2d(3, 8, 3): 224 params, 388,800 FLOPs) and heads.0 (Linear(8, 8): 72 params,
     # 8·(2·8 − 1) + 8 = 128 FLOPs): 296 params, 388,928 FLOPs ≈ 389 kFLOPs, two different types

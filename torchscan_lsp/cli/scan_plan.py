@@ -14,7 +14,9 @@ def plan_lines(report: dict[str, Any]) -> list[str]:
     """A ``plan_training`` report as text."""
     summary = plan_summary(report)
     sequence = any(row.sequence is not None for row in summary.rows)
-    columns = ["policy", "max batch", *(["max length"] if sequence else []), "peak", "largest", "FLOPs/step"]
+    # a sharded policy's FLOPs are one rank's, at its own batch: the column says per device
+    columns = ["policy", "max batch", *(["max length at batch 1"] if sequence else []), "peak", "largest",
+               "FLOPs/step per device"]
     cells = [[row.policy, row.batch, *([row.sequence or "—"] if sequence else []), row.peak, row.largest, row.flops]
              for row in summary.rows]
     widths = [max(len(column), *(len(r[i]) for r in cells)) for i, column in enumerate(columns)]

@@ -8,13 +8,16 @@ a size (``"24 GiB"``) or an accelerator's name (``"H100-80GB"``, from :mod:`.dev
 reader validates a pragma with them (no torch); the engine runs the plan from them.
 
 Errors are ``ValueError`` (``TypeError`` for a value of the wrong type) naming the option and what to
-write instead, as for ``train`` (:mod:`.training`).
+write instead, as for ``train`` (:mod:`.training`). What only the step's inputs can tell (a
+``sequence`` naming no input of the factory, or a dimension its input lacks) is a
+:class:`PlanOptionError`, raised by the engine once the factory returned.
 """
 
 from __future__ import annotations
 
 import difflib
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +25,8 @@ from typing import Any
 from torchscan_lsp.contract.devices import DEVICES, device_names, find_device
 from torchscan_lsp.contract.training import OPTIMIZERS, parse_bytes
 
-__all__ = ["Budget", "CHECKPOINTING", "DEFAULT_BUDGET", "MAX_POLICIES", "PLAN_OPTIONS", "PRECISIONS", "PlanOptions",
-           "Policy", "SHARDING", "SequenceAxis", "parse_budget", "parse_plan_options", "plan_problems"]
+__all__ = ["Budget", "CHECKPOINTING", "DEFAULT_BUDGET", "MAX_POLICIES", "PLAN_OPTIONS", "PRECISIONS", "PlanOptionError",
+           "PlanOptions", "Policy", "SHARDING", "SequenceAxis", "parse_budget", "parse_plan_options", "plan_problems"]
 
 #: The precisions a plan compares: float32 throughout; bfloat16 compute with float32 weights
 #: (``torch.autocast`` on one device and under DDP, FSDP2's ``MixedPrecisionPolicy`` under FSDP2);
@@ -56,6 +59,12 @@ _HELP = {
     "max_batch": "a positive int: the largest batch the plan tries",
     "max_sequence": "a positive int: the largest sequence length the plan tries",
 }
+
+
+class PlanOptionError(ValueError):
+    """A plan option the step's inputs contradict (``sequence="idx:1"`` for a factory with no input
+    ``idx``): the message names the option and the inputs there are. It is the option's error, the
+    same for every policy, not the model's."""
 
 
 @dataclass(frozen=True)
@@ -199,18 +208,27 @@ def _choices(name: str, value: Any, allowed: tuple[str, ...], aliases: Mapping[s
     return tuple(chosen)
 
 
+#: ``NAME:DIM`` or ``INDEX:DIM``: a keyword input's name (an identifier) or a positional input's
+#: index, and a dimension, in ASCII digits (``int()`` would also read other scripts' digits).
+_SEQUENCE = re.compile(r"\s*(?P<input>[^:]*?)\s*:\s*(?P<dim>[0-9]+)\s*")
+_INDEX = re.compile(r"[0-9]+")
+
+
 def _sequence(value: Any) -> SequenceAxis | None:
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
-        axis: tuple[Any, Any] = (0, value)
-    elif isinstance(value, str) and value.count(":") == 1:
-        name, dim = (part.strip() for part in value.split(":"))
-        if not dim.isdigit() or not name:
+        if value < 0:
             raise _error("sequence", value)
-        axis = (int(name) if name.isdigit() else name, int(dim))
+        axis: tuple[Any, Any] = (0, value)
+    elif isinstance(value, str):
+        match = _SEQUENCE.fullmatch(value)
+        if match is None or not (_INDEX.fullmatch(match["input"]) or match["input"].isidentifier()):
+            raise _error("sequence", value)
+        name = match["input"]
+        axis = (int(name) if _INDEX.fullmatch(name) else name, int(match["dim"]))
     else:
-        raise _error("sequence", value, TypeError if not isinstance(value, str) else ValueError)
+        raise _error("sequence", value, TypeError)
     if axis[1] < 1:
         raise ValueError(f"plan option 'sequence': got {value!r}; dimension 0 is the batch, which every plan scales; "
                          "name the sequence dimension (1 for (batch, tokens) inputs).")

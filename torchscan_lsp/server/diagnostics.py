@@ -99,13 +99,16 @@ def _report_diagnostics(rel: str, lines: Lines, state: TargetState, path: str | 
 def _measurement_failure_diagnostics(lines: Lines, state: TargetState) -> list[types.Diagnostic]:
     """Each measurement of the latest job that failed, on the target's line: an error when it was
     asked for (a code lens, ``measure=[...]``, ``scan --train``), a warning for the training
-    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`)."""
+    estimate that runs unasked (:func:`~torchscan_lsp.session.measurements.measurement_failures`);
+    an option's error (a plan's ``sequence`` its factory's inputs contradict) on the annotation
+    that holds the option."""
     out = []
     for failure in measurement_failures(state.measurements):
         file, line = failure.error.get("file"), failure.error.get("line")
-        elsewhere = file and line and not (file == state.key.file and _on_the_target(state, int(line)))
-        raised = f" (raised at {file}:{line})" if elsewhere else ""
-        out.append(_diagnostic(lines.statement(state.line), failure.message(state.key.name) + raised,
+        on_target = bool(file and line and file == state.key.file and _on_the_target(state, int(line)))
+        raised = f" (raised at {file}:{line})" if file and line and not on_target else ""
+        where = int(line) if on_target and failure.error.get("kind") == "options" else state.line
+        out.append(_diagnostic(lines.statement(where), failure.message(state.key.name) + raised,
                                _SEVERITY[failure.severity], f"{failure.kind}-failed"))
     return out
 

@@ -26,7 +26,7 @@ def plan_card(state: TargetState) -> str:
     heading = f"**Training plan**: budget {summary.budget}, held against the {summary.compared}" + (
         f" ({'; '.join(marks)})" if marks else "")
     sequence = any(row.sequence is not None for row in summary.rows)
-    header = "| policy | max batch |" + (" max length |" if sequence else "") + " peak | largest |"
+    header = "| policy | max batch |" + (" max length at batch 1 |" if sequence else "") + " peak | largest |"
     rows = [header, "| --- | --- |" + (" --- |" if sequence else "") + " --- | --- |"]
     for row in summary.rows:
         rows.append(f"| {row.policy} | {row.batch} |" + (f" {row.sequence or '—'} |" if sequence else "")

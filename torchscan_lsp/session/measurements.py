@@ -41,8 +41,9 @@ class MeasurementFailure:
         return "error" if self.requested else "warning"
 
     def message(self, target: str) -> str:
-        """``"net: the training step failed: ValueError: ..."``, the same words in every front end."""
-        kind = self.error.get("type")
+        """``"net: the training step failed: ValueError: ..."``, the same words in every front end;
+        an option's error (kind ``options``) without its type: its message names the option."""
+        kind = self.error.get("type") if self.error.get("kind") != "options" else None
         text = f"{kind}: {self.error.get('message')}" if kind else str(self.error.get("message"))
         return f"{target}: the {MEASUREMENT_NAMES.get(self.kind, self.kind)} failed: {text}"
 

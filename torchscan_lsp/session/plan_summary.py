@@ -58,7 +58,8 @@ class PlanSummary:
         budget: ``"24.0 GiB per device (RTX-4090, from train_memory)"``.
         compared: what is held against it (``CUDA allocated peak (derived)``).
         rows: one :class:`PlanRow` per policy, in the report's order.
-        notes: one sentence each: nothing fits, how many estimates it took.
+        notes: one sentence each: nothing fits, how many estimates it took and what confirms the
+            answers.
         methods: the distinct method labels of the rows.
     """
 
@@ -99,7 +100,7 @@ def _fits(record: Mapping[str, Any] | None, axis: str) -> list[str]:
     fit = (record or {}).get("fit") or {}
     lines = [f"{axis}: {text}" for text in fit.get("texts") or []]
     for name, check in (fit.get("held_out") or {}).items():
-        lines.append(f"{axis}: the {name} fit at {check['size']} (not fitted on): {100.0 * check['relative_error']:+.2f} %")
+        lines.append(f"{axis}: the {name} fit at {check['size']:,} (not fitted on): {100.0 * check['relative_error']:+.2f} %")
     return lines
 
 
@@ -143,6 +144,24 @@ def plan_summary(report: Mapping[str, Any]) -> PlanSummary:
     summary.rows = [_row(policy, sequence) for policy in report.get("policies") or []]
     summary.methods = list(dict.fromkeys(str(p.get("method")) for p in report.get("policies") or [] if p.get("method")))
     summary.notes = [str(d.get("message")) for d in report.get("diagnostics") or []]
-    summary.notes.append(f"{report.get('estimates', 0)} estimates on fake tensors in {report.get('elapsed_s', 0):.1f} s; "
-                         "each answer confirmed by the estimates at it and one above it.")
+    count = int(report.get("estimates", 0) or 0)
+    note = f"{count:,} estimate{'' if count == 1 else 's'} on fake tensors in {report.get('elapsed_s', 0):.1f} s"
+    confirmed = _confirmation(report.get("policies") or [])
+    summary.notes.append(f"{note}; {confirmed}." if confirmed else f"{note}.")
     return summary
+
+
+def _confirmation(policies: list[Mapping[str, Any]]) -> str | None:
+    """What confirms the answers: an answer the budget bounds is confirmed by the estimate at it
+    (which fits) and the one above it (which does not); a lower bound or the model's limit is not,
+    and its row says why. ``None`` when no answer is confirmed (nothing fits, every answer a bound)."""
+    answers = [record for policy in policies for record in (policy.get("batch"), policy.get("sequence"))
+               if record and record.get("fits")]
+    confirmed = [record for record in answers if record.get("limit") == "budget"
+                 and (record.get("largest") or {}).get("status") == "complete"]
+    if not confirmed:
+        return None
+    if len(confirmed) == len(answers):
+        return "each answer confirmed by the estimates at it and one above it"
+    return (f"the answers the budget bounds ({len(confirmed)} of {len(answers)}) confirmed by the estimates at them "
+            "and one above them; the others say why")

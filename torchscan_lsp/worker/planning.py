@@ -9,7 +9,9 @@ analysis runs. Its options are the target's (``plan``, ``train``, ``train_memory
 While it runs, each step (a policy built, an estimate made) is one JSON line ``{"message": str,
 "done": float}`` appended to the job's ``progress`` file, which the server side follows
 (:func:`torchscan_lsp.worker.client.run`'s ``on_progress``) to report progress to the editor. An
-error of the model in every policy is the job's ``forward`` error at the line that raised.
+error of the model in every policy is the job's ``forward`` error at the line that raised; a plan
+option the factory's inputs contradict (a ``sequence`` naming no input) its ``options`` error at the
+target's annotation, as the options checked before anything runs are.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import time
 from typing import Any
 
+from torchscan_lsp.contract.plan import PlanOptionError
 from torchscan_lsp.worker.errors import Blame
 from torchscan_lsp.worker.options import torch_dtype
 
@@ -45,7 +48,8 @@ def run_plan(factory: Any, options: dict[str, Any], *, blame: Blame, progress: s
 
     Raises:
         JobError: of kind ``forward`` when the model failed in every policy (at the innermost
-            workspace frame of its first error).
+            workspace frame of its first error); of kind ``options`` at the annotation when the
+            factory's inputs contradict a plan option.
     """
     from torchscan_lsp.engine.training import plan_training
 
@@ -58,5 +62,7 @@ def run_plan(factory: Any, options: dict[str, Any], *, blame: Blame, progress: s
             input_shape=shape, input_dtype=torch_dtype(dtype) if dtype is not None and shape is not None else None,
             device=train.get("device") or options.get("device"), on_progress=ProgressFile(progress),
         )
+    except PlanOptionError as error:
+        raise blame.options_error(str(error)) from None
     except Exception as error:  # noqa: BLE001 - located at the line of the model that raised
         raise blame.error_from("forward", error) from None

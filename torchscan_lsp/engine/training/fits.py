@@ -54,6 +54,16 @@ class Curve:
         """The value of the term of ``x**power`` at ``x`` (0 without such a term)."""
         return sum(c * x ** p for c, p in zip(self.coefficients, self.powers) if p == power)
 
+    def lowest(self, low: int, high: int) -> tuple[int, float]:
+        """``(x, y)``: the integer ``x`` in ``[low, high]`` where the curve is lowest, and its value
+        there -- an end, or for a parabola that opens upward the integer next to its vertex."""
+        candidates = {low, high}
+        c2 = self.term(2, 1.0)
+        if c2 > 0:
+            vertex = -self.term(1, 1.0) / (2 * c2)
+            candidates |= {x for x in (int(vertex), int(vertex) + 1) if low <= x <= high}
+        return min(((x, self(x)) for x in candidates), key=lambda item: item[1])
+
     def text(self, name: str, axis: str, unit: str) -> str:
         """``"activations = 1.20 MiB + 310 MiB × batch"``: each coefficient in ``unit`` (``bytes`` or
         ``FLOPs``), negligible terms (below a byte or a FLOP) left out."""

@@ -27,7 +27,8 @@ from typing import Any
 
 from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.contract.metrics import metric_result
-from torchscan_lsp.contract.plan import DEFAULT_BUDGET, Budget, PlanOptions, Policy, parse_budget, parse_plan_options
+from torchscan_lsp.contract.plan import (DEFAULT_BUDGET, Budget, PlanOptionError, PlanOptions, Policy, parse_budget,
+                                         parse_plan_options)
 from torchscan_lsp.contract.training import TrainOptions, parse_train_options
 from torchscan_lsp.engine.measuring.shared import measurement_context
 from torchscan_lsp.engine.report import SCHEMA_VERSION, make_diagnostic
@@ -182,6 +183,9 @@ class _Planner:
             record["reason"] = str(error)
             record["status"] = "not_applicable"
             return record
+        except PlanOptionError as error:  # the option's error, the same in every policy: the plan raises it
+            record["reason"] = record["option_error"] = str(error)
+            return record
         except Exception as error:  # noqa: BLE001 - one policy failing fails alone
             record["reason"] = estimate_failure(error, measured=False)
             self.failures.append((error, record["reason"]))
@@ -253,6 +257,7 @@ def plan_training(
 
     Raises:
         TypeError, ValueError: bad ``train``, ``plan`` or budget options (before anything runs).
+        PlanOptionError: a ``sequence`` the factory's inputs do not have (once it returned them).
         PlanError: every policy failed (the factory raised, the model fails on its inputs, or
             reads tensor values): the first failure's reason, with its traceback.
     """
@@ -286,6 +291,9 @@ def plan_training(
         found = run_policies(run_one, _costliest_first(policies), processes, noted, died)
         records = [found[index][0] for index in range(len(policies))]
         planner.count = sum(estimates for _, estimates in found.values())
+        refused = [record.pop("option_error") for record in records if "option_error" in record]
+        if refused:
+            raise PlanOptionError(refused[0])
         if all(record["status"] == "unavailable" for record in records):
             # the model fails whatever the policy: an error, not a table of blanks (where it raised);
             # a policy that failed in another process runs again here, to raise with its traceback

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map_only
 
-from torchscan_lsp.contract.plan import SequenceAxis
+from torchscan_lsp.contract.plan import PlanOptionError, SequenceAxis
 
 __all__ = ["InputScaler", "position_limit"]
 
@@ -65,6 +65,11 @@ def _new(tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return made.requires_grad_(tensor.requires_grad) if tensor.requires_grad else made
 
 
+def _kind(value: Any) -> str:
+    """``"a tensor of shape (1, 64)"``, ``"a NoneType"``: what an input is, for a message."""
+    return f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+
+
 class InputScaler:
     """The inputs of a step at a batch and a sequence length, from the step's first inputs.
 
@@ -77,8 +82,9 @@ class InputScaler:
         base_sequence: the sequence input's length along its axis (``None`` without one).
 
     Raises:
-        ValueError: no tensor input to scale; the sequence input does not exist, is no tensor, or
-            has no such dimension (the message names the inputs there are).
+        ValueError: no tensor input to scale.
+        PlanOptionError: the sequence input does not exist, is no tensor, or has no such dimension
+            (the message names the inputs there are, with their shapes).
     """
 
     def __init__(self, args: tuple, kwargs: dict[str, Any], targets: tuple, sequence: SequenceAxis | None = None):
@@ -94,18 +100,23 @@ class InputScaler:
             if not tensors:
                 raise ValueError("the step has no tensor input whose dimension 0 is a batch to scale.")
             return tensors[0]
-        named = f"positional input {sequence.input}" if isinstance(sequence.input, int) else f"input {sequence.input!r}"
         if isinstance(sequence.input, int):
+            named = f"positional input {sequence.input}"
             value = args[sequence.input] if sequence.input < len(args) else None
         else:
+            named = f"keyword input {sequence.input!r}"
             value = kwargs.get(sequence.input)
         if not isinstance(value, torch.Tensor):
-            there = [f"{index}" for index in range(len(args))] + list(kwargs)
-            raise ValueError(f"plan option 'sequence': the step has no tensor {named}; its inputs are "
-                             f"{', '.join(there) or 'none'} (positional by index, keyword by name).")
+            there = [f"positional {index}, {_kind(item)}" for index, item in enumerate(args)]
+            there += [f"keyword {name!r}, {_kind(item)}" for name, item in kwargs.items()]
+            raise PlanOptionError(
+                f"plan option 'sequence': {str(sequence)!r} names no tensor input of the step; its inputs are "
+                f"{'; '.join(there) or 'none'} (a positional input by its index, \"0:1\", a keyword one by its name, "
+                "\"input_ids:1\").")
         if value.dim() <= sequence.dim:
-            raise ValueError(f"plan option 'sequence': {named} has shape {tuple(value.shape)}, no dimension "
-                             f"{sequence.dim}.")
+            raise PlanOptionError(
+                f"plan option 'sequence': {str(sequence)!r} names dimension {sequence.dim} of {named}, "
+                f"{_kind(value)}, which has dimensions 0 (the batch) to {value.dim() - 1}.")
         return value
 
     def at(self, batch: int, sequence: int | None = None) -> tuple[tuple, dict[str, Any], tuple]:

@@ -18,9 +18,19 @@
    shrinks -- by the secant through its two ends, by bisection when that stalls -- until the two
    are one apart, within :data:`MAX_ESTIMATES` estimates.
 
-The fit reported is the last one, with its error on the first size it was not fitted on; the
-FLOPs fit (from the first stage's sizes) with its error at the answer (or one above it, when the
-answer is a size it was fitted on).
+The fit reported is the last one, with its error at the estimate nearest the answer that it was not
+fitted on; the FLOPs fit (from the first stage's sizes) with its error at the answer (or one above
+it, when the answer is a size it was fitted on).
+
+The categories at the peak (activations, gradients, ...) are fitted on the same sizes, but they are
+a function of the size only while the moment of the peak stays where it is: at batch 1 the peak of
+a small MLP's SGD step with weight decay is in the optimizer step, where every gradient exists, at
+batch 2 in the backward, where most do not yet, so a line through the two says ``gradients = 140
+KiB − 65.0 KiB × batch``. The peak's own fit is a line wherever the moment is (it is the largest of
+the phases' lines); a category's curve is kept only where it **holds** (:func:`_contradiction`):
+non-negative from the smallest size fitted on to the answer, and within :data:`REFIT_TOLERANCE` of
+every estimate in that range it was not fitted on. The others are ``not_fitted``, with the size
+that showed it.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchscan_lsp.contract.format import byte_size
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.engine.training.estimator import Point
 from torchscan_lsp.engine.training.fits import POWERS, Curve, fit, largest_within, relative_error
@@ -54,7 +65,11 @@ class AxisAnswer:
             above: ``reason``), ``does_not_fit`` (not even the smallest size), ``estimates``.
         at_largest, above, smallest: the estimates at the answer, one above, and at the smallest size.
         estimates: every estimate, by size.
-        fit: the fitted curves, their texts and their held-out errors (see :meth:`fit_record`).
+        phase_curves, category_curves, flops_curve: the fitted curves (the categories that hold:
+            see the module docstring); ``fitted_on`` the sizes the memory curves were fitted on.
+        not_fitted: the categories whose curve did not hold, each ``{"curve", "size", "predicted",
+            "estimated"}``: where it was negative or off (``estimated``: the estimate there, if any).
+        held_out: the memory and FLOPs fits' errors at a size they were not fitted on.
     """
 
     axis: str
@@ -68,19 +83,29 @@ class AxisAnswer:
     estimates: dict[int, Point] = field(default_factory=dict)
     phase_curves: dict[str, Curve] = field(default_factory=dict)
     category_curves: dict[str, Curve] = field(default_factory=dict)
+    fitted_on: list[int] = field(default_factory=list)
+    not_fitted: dict[str, dict[str, Any]] = field(default_factory=dict)
     flops_curve: Curve | None = None
     held_out: dict[str, Any] = field(default_factory=dict)
 
     def fit_record(self, symbol: str) -> dict[str, Any]:
-        """The fit as JSON: curves (``memory.phases``, ``memory.categories``, ``flops``), their texts
-        with ``symbol`` for the size, ``held_out`` errors, and ``quadratic_share``: the share of the
-        FLOPs' ``T²`` term at the answer (``None`` for a line)."""
+        """The fit as JSON: curves (``memory.phases``, ``memory.categories`` that hold, ``flops``),
+        ``memory.fitted_on`` and ``memory.not_fitted``, their texts with ``symbol`` for the size,
+        ``held_out`` errors, and ``quadratic_share``: the share of the FLOPs' ``T²`` term at the
+        answer (``None`` for a line)."""
         texts = []
-        phase = self.at_largest.peak_phase if self.at_largest else (self.smallest.peak_phase if self.smallest else None)
+        shown = self.at_largest or self.smallest
+        phase = shown.peak_phase if shown else None
         if phase in self.phase_curves:
-            texts.append(self.phase_curves[phase].text(f"peak ({phase.replace('_', ' ')})", symbol, "bytes"))
+            texts.append(self.phase_curves[phase].text(f"peak ({phase.replace('_', ' ')})", symbol, "bytes")
+                         + f", fitted at {self._sizes(self.fitted_on)}")
         texts += [curve.text(name.replace("_", " "), symbol, "bytes") for name, curve in self.category_curves.items()
                   if any(abs(c) >= 1 for c, p in zip(curve.coefficients, curve.powers) if p)]
+        if self.not_fitted and shown is not None:
+            values = ", ".join(f"{name.replace('_', ' ')} {byte_size(shown.by_category.get(name, 0))}"
+                               for name in self.not_fitted)
+            texts.append(f"not fitted, as the moment of the peak moves with the {_NOUNS[self.axis][0]}: {values} "
+                         f"at {self._sizes([shown.size])}")
         share = None
         if self.flops_curve is not None:
             texts.append(self.flops_curve.text("FLOPs", symbol, "FLOPs"))
@@ -90,9 +115,20 @@ class AxisAnswer:
                 texts.append(f"the {symbol}² term (attention's scores and weighted sums) at {symbol} = {size:,}: "
                              f"{100 * share['share']:.1f} % of the FLOPs")
         return {"memory": {"phases": {k: c.as_dict() for k, c in self.phase_curves.items()},
-                           "categories": {k: c.as_dict() for k, c in self.category_curves.items()}},
+                           "categories": {k: c.as_dict() for k, c in self.category_curves.items()},
+                           "fitted_on": list(self.fitted_on), "not_fitted": dict(self.not_fitted)},
                 "flops": self.flops_curve.as_dict() if self.flops_curve else None,
                 "texts": texts, "held_out": self.held_out, "quadratic_share": share}
+
+    def _sizes(self, sizes: list[int]) -> str:
+        """``"batch 13 and 27"``, ``"lengths 16, 32 and 64"``."""
+        listed = [f"{size:,}" for size in sorted(sizes)]
+        joined = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
+        return f"{_NOUNS[self.axis][len(listed) > 1]} {joined}"
+
+
+#: How the sizes of an axis are named: alone, and several.
+_NOUNS = {"batch": ("batch", "batch"), "sequence": ("length", "lengths")}
 
 
 class _Search:
@@ -109,7 +145,7 @@ class _Search:
 
     def get(self, size: int, flops: bool = False) -> Point | None:
         """The estimate at ``size`` (made once; ``None`` when the model refused it), with its FLOPs
-        when ``flops``; the first estimate at a size the current fit was not fitted on checks it."""
+        when ``flops``."""
         point = self.answer.estimates.get(size)
         if point is None and size not in self.errors:
             try:
@@ -119,8 +155,6 @@ class _Search:
                 return None
             point.size = size
             self.answer.estimates[size] = point
-            if self.predict is not None and size not in self.fitted_on and "memory" not in self.answer.held_out:
-                self.answer.held_out["memory"] = _held_out(size, self.predict(size), point.peak_bytes)
         if point is not None and flops and point.flops is None:
             point.flops = self._count_flops(size)
         return point
@@ -138,7 +172,7 @@ class _Search:
         return good, bad
 
     def refit(self, sizes: list[int]) -> None:
-        """Fit the curves on the estimates at ``sizes``; the held-out check starts again."""
+        """Fit the curves on the estimates at ``sizes``."""
         points = [self.answer.estimates[size] for size in sizes if size in self.answer.estimates]
         try:
             curves = {name: fit(self.kind, [p.size for p in points], [p.phase_bytes[name] for p in points])
@@ -149,8 +183,8 @@ class _Search:
             return
         self.answer.phase_curves, self.answer.category_curves = curves, categories
         self.fitted_on = {p.size for p in points}
+        self.answer.fitted_on = sorted(self.fitted_on)
         self.predict = lambda x: max(curve(x) for curve in curves.values())
-        self.answer.held_out.pop("memory", None)
 
     def solve(self, low: int, high: int) -> int:
         """The fit's largest size under the budget in ``[low, high]`` (``low − 1``: none)."""
@@ -171,9 +205,9 @@ class _Search:
         self.refit([p.size for p in fitted])
         good, bad = self.bracket()
         guess = self.solve(good + 1, (bad - 1) if bad is not None else self.ceiling)
-        if guess > good and self.get(guess) is not None:  # stage 2: the fit where it answers
-            error = abs(answer.held_out.get("memory", {}).get("relative_error", 0.0))
-            if error > REFIT_TOLERANCE:
+        checked = self.get(guess) if guess > good else None
+        if checked is not None and self.predict is not None:  # stage 2: the fit where it answers
+            if abs(relative_error(self.predict(guess), checked.peak_bytes)) > REFIT_TOLERANCE:
                 fractions = (2, 1) if self.kind == "linear" else (4, 2, 1)
                 around = sorted({max(1, guess // f) for f in fractions})
                 for size in around:
@@ -182,8 +216,39 @@ class _Search:
                     self.refit(around)
         self._confirm()
         _conclude(answer, *self.bracket(), self.ceiling, self.errors, self.get)
+        self._held_out_memory()
+        self._keep_holding_categories()
         _flops_held_out(answer, set(self.fit_at), self.get)
         return answer
+
+    def _held_out_memory(self) -> None:
+        """The peak's fit against the estimate nearest the answer that it was not fitted on: the
+        answer's own or the one above it, else (when the search's last estimates were the fit's own,
+        at its ceiling) an earlier one."""
+        answer = self.answer
+        others = [size for size in answer.estimates if size not in self.fitted_on]
+        if self.predict is None or not answer.largest or not others:
+            return
+        size = min(others, key=lambda s: (abs(s - answer.largest), s))
+        answer.held_out["memory"] = _held_out(size, self.predict(size), answer.estimates[size].peak_bytes)
+
+    def _keep_holding_categories(self) -> None:
+        """Keep the category curves that hold from the smallest size fitted on to the answer (the
+        module docstring); move the others to ``not_fitted``."""
+        answer = self.answer
+        if not answer.fitted_on:
+            return
+        low, high = min(answer.fitted_on), max(answer.largest or 0, *answer.fitted_on)
+        checks = {size: point for size, point in sorted(answer.estimates.items())
+                  if low <= size <= high and size not in self.fitted_on}
+        kept = {}
+        for name, curve in answer.category_curves.items():
+            found = _contradiction(curve, name, checks, low, high, answer.estimates)
+            if found is None:
+                kept[name] = curve
+            else:
+                answer.not_fitted[name] = {"curve": curve.as_dict(), **found}
+        answer.category_curves = kept
 
     def _confirm(self) -> None:
         """Stage 3: the fit's answer and the size above it, then the bracket closed by secant (by
@@ -244,6 +309,24 @@ def largest_fitting(estimate: Callable[[int, bool], Point], count_flops: Callabl
     """
     return _Search(estimate, count_flops, axis=axis, kind=kind, fit_at=fit_at, budget=budget, ceiling=ceiling,
                    flops_kind=flops_kind).run()
+
+
+def _contradiction(curve: Curve, name: str, checks: dict[int, Point], low: int, high: int,
+                   estimates: dict[int, Point]) -> dict[str, Any] | None:
+    """Where the curve of the category ``name`` does not hold over ``[low, high]``, ``{"size",
+    "predicted", "estimated"}``: the first estimate of ``checks`` it misses by more than
+    :data:`REFIT_TOLERANCE` (and a byte), else the size where it is lowest, when it is negative
+    there (by more than half a byte: rounding); ``None`` when it holds."""
+    for size, point in checks.items():
+        actual = point.by_category.get(name, 0)
+        predicted = curve(size)
+        if abs(predicted - actual) > max(1.0, REFIT_TOLERANCE * abs(actual)):
+            return {"size": size, "predicted": predicted, "estimated": actual}
+    size, lowest = curve.lowest(low, high)
+    if lowest < -0.5:
+        there = estimates.get(size)
+        return {"size": size, "predicted": lowest, "estimated": there.by_category.get(name, 0) if there else None}
+    return None
 
 
 def _held_out(size: int, predicted: float, actual: float) -> dict[str, Any]:

@@ -98,7 +98,7 @@ def _policy_detail(policy: Mapping[str, Any], budget: int) -> str:
         fit = record.get("fit") or {}
         pairs = [(f"largest {axis}", escape(_largest_text(record)))]
         pairs += [("fit", escape(text)) for text in fit.get("texts") or ()]
-        pairs += [(f"{kind} fit at {check['size']} (not fitted on)", escape(f"{100 * check['relative_error']:+.2f} %"))
+        pairs += [(f"{kind} fit at {check['size']:,} (not fitted on)", escape(f"{100 * check['relative_error']:+.2f} %"))
                   for kind, check in (fit.get("held_out") or {}).items()]
         body.append(f"<h4>{escape(axis)}</h4>" + key_values(pairs))
         if axis == "batch":
@@ -110,6 +110,10 @@ def _policy_detail(policy: Mapping[str, Any], budget: int) -> str:
                                 *((f"{k.removesuffix('_bytes').replace('_', '-')} per step", escape(fmt.byte_size(v)))
                                   for k, v in volume.items() if v)]))
     return "".join(body) + "</section>"
+
+
+def _estimates(count: Any) -> str:
+    return f"{count} estimate" + ("" if count == 1 else "s")
 
 
 def plan_section(report: Mapping[str, Any]) -> str:
@@ -128,8 +132,9 @@ def plan_section(report: Mapping[str, Any]) -> str:
     named = f" ({budget['device']})" if budget.get("device") else ""
     body = ['<section id="plan"><h2>Training plan</h2>',
             f"<p>Budget {escape(fmt.byte_size(budget.get('bytes', 0)))} per device{escape(named)}, held against the "
-            f"{escape(report.get('compared', ''))}; {escape(report.get('estimates', 0))} estimates.</p>",
-            table(["policy", "max batch", "max length", "peak", "largest", "FLOPs/step", "status"], rows, "plan")]
+            f"{escape(report.get('compared', ''))}; {escape(_estimates(report.get('estimates', 0)))}.</p>",
+            table(["policy", "max batch", "max length at batch 1", "peak", "largest", "FLOPs/step per device", "status"],
+                  rows, "plan")]
     body += [_policy_detail(policy, int(budget.get("bytes", 0))) for policy in report.get("policies") or ()]
     body += [diagnostics_section(report.get("diagnostics"), "Plan diagnostics"), "</section>"]
     return "".join(body)
