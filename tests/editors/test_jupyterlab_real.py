@@ -30,6 +30,7 @@ import pytest
 from editor_workspace import REPO, require_tool
 from notebook_files import CELLS, cell_line, write_notebook
 from vscode_real_session import DRIVER, NODE24, Processes
+from vscode_real_session import seen as seen_step
 
 DRIVE = DRIVER.with_name("drive_jupyterlab.mjs")
 SHOTS = REPO / "build" / "jupyterlab-real"
@@ -132,12 +133,7 @@ def session(tmp_path_factory) -> dict:
 
 
 def seen(session: dict, name: str) -> dict:
-    step = session["steps"].get(name)
-    if step is None:
-        pytest.fail(f"step {name} did not run: {session['results'].get('fatal')}\n{session['log'][-2000:]}")
-    if not step["ok"]:
-        pytest.fail(f"step {name} failed (screenshot {step['screenshot']}):\n{step['error']}\n{session['log'][-2000:]}")
-    return step["seen"]
+    return seen_step(session, name, log="log")
 
 
 def test_the_notebook_opens_with_its_four_cells(session):

@@ -19,7 +19,7 @@ import pytest
 
 from editor_workspace import BROKEN, CLASS_MODEL, FLOPS, MACS, OUTPUT_SHAPE, PARAMETERS, Expected, line_of, si
 from torchscan_lsp.engine.reporting.html import CONTENT_SECURITY_POLICY
-from vscode_real_session import SCREENSHOTS, SUMMARY
+from vscode_real_session import SCREENSHOTS, SUMMARY, seen
 
 MODEL = CLASS_MODEL
 CLASS_LINE = line_of(MODEL, "class Net")
@@ -50,15 +50,6 @@ def session(code_server, tmp_path_factory, request) -> dict:
     ran["steps"] = {step["name"]: step for step in steps}
     return ran
 
-
-def seen(session: dict, name: str) -> dict:
-    """What the page showed at step ``name``; fails with the step's error and screenshot."""
-    step = session["steps"].get(name)
-    if step is None:
-        pytest.fail(f"step {name} did not run: {session['results'].get('fatal')}\n{session['driver_log'][-2000:]}")
-    if not step["ok"]:
-        pytest.fail(f"step {name} failed (screenshot {step['screenshot']}):\n{step['error']}")
-    return step["seen"]
 
 
 def test_each_step_has_a_screenshot(session):

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from editor_workspace import CLASS_MODEL, line_of, si
-from vscode_real_session import DRIVER
+from vscode_real_session import DRIVER, seen
 
 CLASS = line_of(CLASS_MODEL, "class Net")
 CONV = line_of(CLASS_MODEL, "self.conv = nn.Conv2d")
@@ -66,14 +66,6 @@ def session(code_server, tmp_path_factory, request) -> dict:
     ran["steps"] = {step["name"]: step for step in ran["results"]["steps"]}
     return ran
 
-
-def seen(session: dict, name: str) -> dict:
-    step = session["steps"].get(name)
-    if step is None:
-        pytest.fail(f"step {name} did not run: {session['results'].get('fatal')}\n{session['driver_log'][-2000:]}")
-    if not step["ok"]:
-        pytest.fail(f"step {name} failed (screenshot {step['screenshot']}):\n{step['error']}")
-    return step["seen"]
 
 
 def test_the_committed_model_has_no_delta(session):

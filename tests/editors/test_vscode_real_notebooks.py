@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from notebook_files import BROKEN_FACTORY, CELLS, EXPECTED, cell_line, write_notebook
-from vscode_real_session import DRIVER
+from vscode_real_session import DRIVER, seen
 
 BROKEN_CELLS = [CELLS[0], CELLS[1], BROKEN_FACTORY]
 HINTS = {
@@ -43,14 +43,6 @@ def session(code_server, tmp_path_factory, request) -> dict:
     ran["steps"] = {step["name"]: step for step in ran["results"]["steps"]}
     return ran
 
-
-def seen(session: dict, name: str) -> dict:
-    step = session["steps"].get(name)
-    if step is None:
-        pytest.fail(f"step {name} did not run: {session['results'].get('fatal')}\n{session['driver_log'][-2000:]}")
-    if not step["ok"]:
-        pytest.fail(f"step {name} failed (screenshot {step['screenshot']}):\n{step['error']}")
-    return step["seen"]
 
 
 def test_the_cells_show_their_hints_on_their_lines(session):

@@ -301,3 +301,15 @@ class CodeServer:
         assert results_file.exists(), f"the driver wrote no results:\n{(tmp / 'driver.log').read_text(errors='replace')}"
         return {"results": json.loads(results_file.read_text()), "outlived": outlived, "log": extension_log,
                 "driver_log": (tmp / "driver.log").read_text(errors="replace"), "seconds": time.monotonic() - started}
+
+
+def seen(session: dict, name: str, log: str = "driver_log") -> dict:
+    """What the page showed at a real-client test's step ``name``; fails with the step's error, its
+    screenshot and the end of ``session[log]`` (the driver's log, or the editor's)."""
+    step = session["steps"].get(name)
+    tail = str(session.get(log, ""))[-2000:]
+    if step is None:
+        pytest.fail(f"step {name} did not run: {session['results'].get('fatal')}\n{tail}")
+    if not step["ok"]:
+        pytest.fail(f"step {name} failed (screenshot {step['screenshot']}):\n{step['error']}\n{tail}")
+    return step["seen"]
