@@ -105,7 +105,8 @@ def test_scan_and_check_say_where_on_one_line(setup):
     check = _run(setup, "check", "net.py", "--no-hints")
     advice = "build: importing the module failed; fix the import (the workspace root is on sys.path)"
     assert check.stdout.splitlines() == [
-        f"net.py:1:1: error: {advice}: {headline} ({_frames_text(library)})",
+        # the line that raised fails the whole module, whichever target: it names none
+        f"net.py:1:1: error: {advice.removeprefix('build: ')}: {headline} ({_frames_text(library)})",
         f"net.py:5:1: error: {advice}: {headline} ({_frames_text(library)}) (raised at net.py:1)",
     ]
 

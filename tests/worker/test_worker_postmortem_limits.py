@@ -8,6 +8,7 @@ from torchscan_lsp.worker.limits import (
     blame_the_memory_limit,
     format_mebibytes,
     is_allocation_failure,
+    job_rss_bytes,
     memory_message,
     rss_bytes,
     timeout_message,
@@ -119,7 +120,7 @@ def test_resident_memory_counts_the_processes_a_job_forked():
     try:
         alone = int(open(f"/proc/{os.getpid()}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         os.read(ready_r, 1)
-        assert rss_bytes(os.getpid()) >= alone + 128 * 2**20
+        assert job_rss_bytes(os.getpid()) >= alone + 128 * 2**20
     finally:
         os.write(done_w, b"x")
         os.waitpid(pid, 0)

@@ -65,17 +65,19 @@ def isolate_forked_child(inherited: list[int], parent: int) -> None:
         os.close(fd)
 
 
-def rss_bytes(pid: int) -> int | None:
-    """Resident set size of process ``pid`` and of the processes it forked (a plan's policies run
+def job_rss_bytes(pid: int) -> int | None:
+    """Resident set size of job process ``pid`` and of the processes it forked (a plan's policies run
     in processes of their own, :mod:`torchscan_lsp.engine.training.parallel`), in bytes, from
     ``/proc``; ``None`` when unknown (the process is gone, or the platform has no ``/proc``)."""
-    own = _own_rss_bytes(pid)
+    own = rss_bytes(pid)
     if own is None:
         return None
-    return own + sum(_own_rss_bytes(child) or 0 for child in _children(pid))
+    return own + sum(rss_bytes(child) or 0 for child in _children(pid))
 
 
-def _own_rss_bytes(pid: int) -> int | None:
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of process ``pid`` alone in bytes, from ``/proc``; ``None`` when unknown
+    (the process is gone, or the platform has no ``/proc``)."""
     try:
         with open(f"/proc/{pid}/statm", "rb") as handle:
             return int(handle.read().split()[1]) * _PAGE_SIZE

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Protocol
 
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.contract.tracebacks import traceback_text
-from torchscan_lsp.worker.limits import memory_message, rss_bytes, timeout_message
+from torchscan_lsp.worker.limits import job_rss_bytes, memory_message, timeout_message
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ async def supervise(process: JobProcess, *, timeout_s: float, memory_mb: float |
                 return waiter.result(), None
             if loop.time() >= deadline:
                 reason = "timeout"
-            elif limit_bytes is not None and (rss_bytes(process.pid) or 0) > limit_bytes:
+            elif limit_bytes is not None and (job_rss_bytes(process.pid) or 0) > limit_bytes:
                 reason = "memory"
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(process.pid, signal.SIGUSR1)
