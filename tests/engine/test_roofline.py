@@ -176,3 +176,14 @@ def test_a_dtype_the_table_has_no_rate_for_holds_the_bytes_alone(conv_net):
 def test_an_unknown_device_names_the_option_and_the_closest():
     with pytest.raises(ValueError, match=r"^roofline: unknown device 'A100-8GB' \(did you mean 'A100-80GB'\?\)"):
         table_ceilings("A100-8GB", "float32")
+
+
+def test_an_in_place_call_on_a_tensor_the_size_of_the_cache_fits_it():
+    # (8, 4, 512, 512) float32 = 32 MiB, the last-level cache of MACHINE: an in-place ReLU reads and
+    # writes it (64 MiB of I/O, the roofline's bytes) but touches 32 MiB, which fits; a BatchNorm on it
+    # writes a new 32 MiB output: at least 32 MiB and its 2 × 4 × 4 B of weights, which does not
+    x = torch.zeros(8, 4, 512, 512)
+    model = nn.Sequential(nn.BatchNorm2d(4), nn.ReLU(inplace=True))
+    layers = {r["path"]: r for r in roofline_report(crawl_module(model, args=(x,)), measured_ceilings(MACHINE))["layers"]}
+    assert layers["1"]["io_bytes"] == 2 * (32 << 20) and layers["1"]["exceeds_cache"] is False
+    assert layers["0"]["exceeds_cache"] is True

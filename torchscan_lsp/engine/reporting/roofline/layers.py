@@ -102,6 +102,16 @@ def _io_bytes(layer: dict[str, Any]) -> int:
             + int((layer.get("buffers") or {}).get("bytes") or 0) + tensor_bytes(layer.get("output")))
 
 
+def _footprint_bytes(layer: dict[str, Any]) -> int:
+    """The fewest distinct bytes a call touches: its I/O bytes with the output possibly stored in its
+    input (an in-place call, ``ReLU(inplace=True)``), so only the larger of the two counts."""
+    params = layer.get("parameters") or {}
+    dtype = _first_dtype(layer.get("output")) or _first_dtype(layer.get("input"))
+    shared = int(params.get("shared_elements") or 0) * (element_bytes(dtype) or 4)
+    return (max(tensor_bytes(layer.get("input"), once_per_shape=True), tensor_bytes(layer.get("output")))
+            + int(params.get("bytes") or 0) + shared + int((layer.get("buffers") or {}).get("bytes") or 0))
+
+
 def _seconds(known: float | None, complete: bool, method: str) -> dict[str, Any]:
     if known is None:
         return metric_result(status="unavailable", unit="seconds", scope="module_call", method=method)
@@ -140,7 +150,9 @@ def layer_roofline(layer: dict[str, Any], ceilings: dict[str, Any]) -> dict[str,
         "dma_intensity": flops / dma_bytes if flops is not None and dma_bytes else None,
         "compute_time": compute, "memory_time": memory,
         "roofline_time": _seconds(roofline, complete, METHOD_ROOFLINE), "bound": bound,
-        "working_set_bytes": io, "exceeds_cache": io > llc if llc else None,
+        # a call exceeds the cache only when even its smallest footprint does: an in-place call on
+        # a tensor the size of the cache fits it, though its I/O is twice that
+        "working_set_bytes": io, "exceeds_cache": _footprint_bytes(layer) > llc if llc else None,
         "measured": None,
     }
 
