@@ -30,6 +30,7 @@ import pytest
 from editor_workspace import REPO, require_tool
 from notebook_files import CELLS, cell_line, write_notebook
 from vscode_real_session import DRIVER, NODE24, Processes
+from vscode_real_session import run_driver
 from vscode_real_session import seen as seen_step
 
 DRIVE = DRIVER.with_name("drive_jupyterlab.mjs")
@@ -111,15 +112,8 @@ def session(tmp_path_factory) -> dict:
                   "results": str(tmp / "results.json"), "profile": str(folders["profile"]), "chromium": chromium,
                   "chromePidFile": str(tmp / "chromium.pid"), "uiTimeoutMs": 20_000, "analysisTimeoutMs": 120_000,
                   "cells": len(CELLS), "hover": {"needle": "self.fc = nn.Linear", "at": len("self.fc = nn.Li")}}
-        (tmp / "driver.json").write_text(json.dumps(config, indent=1))
-        driver = processes.start([str(NODE24), str(DRIVE), str(tmp / "driver.json")], tmp / "driver.log")
-        try:
-            driver.wait(timeout=DRIVER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass   # the steps done so far are in results.json; stop() ends the rest
-        chromium_pid = (tmp / "chromium.pid").read_text().strip() if (tmp / "chromium.pid").exists() else ""
-        if chromium_pid.isdigit():
-            processes.adopt_group(int(chromium_pid))
+        for group in run_driver(processes, [str(NODE24), str(DRIVE)], tmp, config, DRIVER_TIMEOUT_S)[1:]:
+            processes.adopt_group(group)   # Chromium's; stop() ends the driver's with the rest
     finally:
         outlived = processes.stop()
     for name in ("results.json", "driver.log", "jupyterlab.log"):

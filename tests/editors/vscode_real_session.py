@@ -278,16 +278,7 @@ class CodeServer:
                   "chromium": self.chromium, "profile": str(tmp / "profile"), "shots": str(shots),
                   "results": str(tmp / "results.json"), "chromePidFile": str(tmp / "chromium.pid"),
                   "machineSettings": str(self.data / "Machine" / "settings.json")}
-        (tmp / "driver.json").write_text(json.dumps(config, indent=1))
-        running = self.processes.start([str(self.node), str(driver), str(tmp / "driver.json")], tmp / "driver.log")
-        groups = [running.pid]
-        try:
-            running.wait(timeout=DRIVER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass   # the steps done so far are in results.json; end() stops the rest
-        chromium_pid = (tmp / "chromium.pid").read_text().strip() if (tmp / "chromium.pid").exists() else ""
-        if chromium_pid.isdigit():
-            groups.append(int(chromium_pid))   # the group puppeteer started Chromium in, detached
+        groups = run_driver(self.processes, [str(self.node), str(driver)], tmp, config)
         # the window's processes end once it is closed (the driver leaves the page, as a closed tab
         # does): code-server stops its extension host, whose language server stops its workers
         outlived = self.processes.end(groups, keep=before, wait_s=WINDOW_CLOSE_S)
@@ -301,6 +292,25 @@ class CodeServer:
         assert results_file.exists(), f"the driver wrote no results:\n{(tmp / 'driver.log').read_text(errors='replace')}"
         return {"results": json.loads(results_file.read_text()), "outlived": outlived, "log": extension_log,
                 "driver_log": (tmp / "driver.log").read_text(errors="replace"), "seconds": time.monotonic() - started}
+
+
+def run_driver(processes: Processes, command: list[str], tmp: Path, config: dict,
+               timeout_s: float = DRIVER_TIMEOUT_S) -> list[int]:
+    """Write ``config`` to ``tmp/driver.json`` and run ``command`` with that file (a puppeteer
+    driver, its output in ``tmp/driver.log``) until it ends or ``timeout_s`` passes (the
+    steps done so far are in its results file; ending the groups stops the rest). Returns the
+    process groups it started: its own and Chromium's, which puppeteer starts detached."""
+    (tmp / "driver.json").write_text(json.dumps(config, indent=1))
+    running = processes.start([*command, str(tmp / "driver.json")], tmp / "driver.log")
+    groups = [running.pid]
+    try:
+        running.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    chromium_pid = (tmp / "chromium.pid").read_text().strip() if (tmp / "chromium.pid").exists() else ""
+    if chromium_pid.isdigit():
+        groups.append(int(chromium_pid))
+    return groups
 
 
 def seen(session: dict, name: str, log: str = "driver_log") -> dict:
