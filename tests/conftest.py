@@ -2,7 +2,11 @@
 totals are computed once.
 
 Servers the tests start inherit this process's environment, so the results they keep on disk
-(``torchscan.cacheResults``) and the reports they write land in a folder of this run's own.
+(``torchscan.cacheResults``) and the reports they write land in a folder of this run's own, and
+each server has a warm parent of its own that ends with it: a warm parent shared between servers
+(``torchscan_lsp.worker.shared``) would carry one test's learned libraries into the next, and one
+kept after the run would outlive the suite. ``tests/worker/test_shared_warm_parent.py`` turns
+sharing on where it is the subject.
 """
 
 import json
@@ -15,6 +19,8 @@ from pathlib import Path
 import pytest
 
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="torchscan-lsp-tests-cache-")
+os.environ["TORCHSCAN_LSP_SHARE_WARM"] = "0"
+os.environ["TORCHSCAN_LSP_KEEP_WARM_S"] = "0"
 
 REPO = Path(__file__).resolve().parents[1]
 

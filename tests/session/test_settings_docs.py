@@ -52,3 +52,12 @@ def test_the_headline_takes_one_of_its_words_and_names_the_setting_otherwise():
     settings, problems = merge(Settings(), {"headline": "formulas"})
     assert settings.headline == "operators"
     assert problems == ['setting torchscan.headline must be "operators" or "modules", got \'formulas\'']
+
+
+def test_keep_warm_minutes_may_be_zero_but_not_negative():
+    from torchscan_lsp.session.settings import merge
+
+    assert merge(Settings(), {"keepWarmMinutes": 0}) == (dataclasses.replace(Settings(), keepWarmMinutes=0.0), [])
+    settings, problems = merge(Settings(), {"keepWarmMinutes": -1})
+    assert settings.keepWarmMinutes == 10.0
+    assert problems == [f"setting {SECTION}.keepWarmMinutes must be a number, 0 or more, got -1"]

@@ -41,6 +41,7 @@ __all__ = [
     "WarmRequest",
     "PreloadRequest",
     "ImportRequest",
+    "LingerRequest",
     "WarmEvent",
     "analysis_job",
     "plan_job",
@@ -157,8 +158,9 @@ class Result(TypedDict, total=False):
 
 class WarmRequest(TypedDict):
     """A line the server writes to a warm parent: fork a child for the job at ``job``, which writes
-    its result to ``result`` and its output to ``log``, runs in ``cwd`` under ``memory_mb``; ``id``
-    (added when the line is sent) names the request in the events that answer it."""
+    its result to ``result`` and its output to ``log``, runs in ``cwd`` under ``memory_mb``, with the
+    environment ``env`` when given (a shared warm parent's relay adds its server's); ``id`` (added
+    when the line is sent) names the request in the events that answer it."""
 
     id: NotRequired[int]
     job: str
@@ -166,6 +168,7 @@ class WarmRequest(TypedDict):
     log: str
     cwd: str
     memory_mb: float | None
+    env: NotRequired[dict[str, str]]
 
 
 class PreloadRequest(TypedDict):
@@ -174,6 +177,14 @@ class PreloadRequest(TypedDict):
 
     preload: list[str]
     root: str | None
+
+
+class LingerRequest(TypedDict):
+    """A line the server writes to a warm parent: when it listens for several servers
+    (:mod:`torchscan_lsp.worker.shared`), stay ``linger_s`` seconds after the last one left
+    (``0``: leave with it); an unshared one ends with its server whatever this says."""
+
+    linger_s: float
 
 
 # "import" is a keyword, so this message type is written in the functional form.

@@ -112,6 +112,8 @@ class Session:
         self.scheduler.set_max_workers(new.maxWorkers)
         self.cache.persist((lambda: cache_folder("results")) if self.keep_results and new.cacheResults else None)
         self.baselines.persist(self.keep_results and new.cacheResults)
+        if self.keep_results:  # the editor's session; a command's scan leaves no warm worker behind
+            pool.set_linger(new.keepWarmMinutes * 60)
         self._tell_cache_problem()
         return old, problems
 

@@ -76,6 +76,11 @@ class Settings:
         cacheResults: keep the editor's finished analyses on disk (under
             ``$XDG_CACHE_HOME/torchscan-lsp/results``), so that a reopened editor shows the results of
             unchanged targets at once (:mod:`~torchscan_lsp.session.cache` says what "unchanged" covers).
+        keepWarmMinutes: how long the warm worker, which has torch and the model's libraries
+            imported, stays after the last editor using it closed, minutes (``0``: it stops with
+            the editor); another editor window or a restarted server of the same interpreter and
+            environment starts from it instead of importing them again
+            (:mod:`torchscan_lsp.worker.shared`).
         inlayHints: per-kind switches.
     """
 
@@ -93,6 +98,7 @@ class Settings:
     roofline: str = ""
     cacheResults: bool = True
     compareWith: str = "HEAD"
+    keepWarmMinutes: float = 10.0
     inlayHints: InlayHintSettings = field(default_factory=InlayHintSettings)
 
     @property
@@ -131,6 +137,8 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         return None
     if name == "roofline":
         return roofline_setting(value)
+    if name == "keepWarmMinutes" and isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
+        return 0.0
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -153,6 +161,8 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     elif name == "python" and isinstance(value, str):
         return None
     expected = {bool: "true or false", int: "a positive integer", float: "a positive number"}.get(type(default), "a string")
+    if name == "keepWarmMinutes":
+        expected = "a number, 0 or more"
     raise ValueError(f"setting {SECTION}.{name} must be {expected}, got {value!r}")
 
 

@@ -14,21 +14,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import torchscan_lsp
+from torchscan_lsp.worker import shared
 
 _PACKAGE_PARENT = str(Path(torchscan_lsp.__file__).resolve().parent.parent)
 
 
 def command(python: str, scratch: str) -> tuple[list[str], dict[str, str]]:
-    """The warm parent's command line and environment for ``python`` (its reports go to ``scratch``)."""
+    """The warm parent's command line and environment for ``python`` (its reports go to
+    ``scratch``): a relay to the shared one where sharing is on (:mod:`.shared`), else its own."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
-    return [python, "-m", "torchscan_lsp.worker.zygote", "--scratch", scratch], env
+    module = "torchscan_lsp.worker.relay" if shared.sharing_enabled(env) else "torchscan_lsp.worker.zygote"
+    return [python, "-m", module, "--scratch", scratch], env
 
 
 _early: dict[str, tuple[subprocess.Popen, str]] = {}
@@ -95,3 +99,18 @@ def discard(keep: str | None = None) -> list[str]:
             process.wait(timeout=5)
         folders.append(scratch)
     return folders
+
+
+def kill(process: asyncio.subprocess.Process | Adopted) -> None:
+    """``SIGKILL`` a warm parent process unless it has ended.
+
+    Never through ``asyncio.subprocess.Process.kill``: before Python 3.13 it signals through
+    ``subprocess.Popen.send_signal``, which first polls the child with ``waitpid`` and so may reap a
+    warm parent that just exited before asyncio's child watcher does; the watcher then finds no
+    child and logs ``Unknown child process pid N, will report returncode 255`` on stderr (CPython
+    gh-87744). ``os.kill`` leaves the reaping to the watcher (an adopted early parent, a
+    ``subprocess.Popen`` no watcher knows, answers ``returncode`` by polling itself).
+    """
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process.pid, signal.SIGKILL)

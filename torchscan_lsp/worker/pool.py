@@ -23,6 +23,11 @@ is logged, and :func:`preloaded_packages` gives the status line. A restarted par
 preload the same modules again. A parent that retires (a preloaded file changed on disk) takes no
 new jobs: the next job starts its successor, which preloads what it had, and the retired one is
 closed once its last job has ended.
+
+The warm parent a server starts may be shared with other servers (:mod:`.shared`): the process
+started is then a relay to it (:mod:`.relay`), which this module drives exactly as it would drive
+its own warm parent. How long a shared one stays after its last server left is :func:`set_linger`'s
+(``0`` until told: a command-line scan leaves nothing running).
 """
 
 from __future__ import annotations
@@ -34,11 +39,10 @@ import json
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 
-from torchscan_lsp.contract.messages import ImportRequest, PreloadRequest, WarmEvent, WarmRequest
+from torchscan_lsp.contract.messages import ImportRequest, LingerRequest, PreloadRequest, WarmEvent, WarmRequest
 from torchscan_lsp.worker import early
 from torchscan_lsp.worker.supervisor import kill_group, settle
 
@@ -150,6 +154,7 @@ class WarmParent:
             return False
         log.info("warm worker for %s ready (pid %s)", self.python, event.get("pid"))
         self._reader = asyncio.ensure_future(self._read_events(self.process))
+        self._write({"linger_s": _linger_s})
         for root, entries in self.imports.items():  # before any job request: the first job finds them
             self._write({"import": [e for e in entries if e not in self.skipped], "root": root})
         if self.preloaded:
@@ -168,7 +173,7 @@ class WarmParent:
         if self._ready is not None and self._ready.done() and self.alive:
             self._write({"import": new, "root": root})
 
-    def _write(self, request: ImportRequest | PreloadRequest) -> None:
+    def _write(self, request: ImportRequest | PreloadRequest | LingerRequest) -> None:
         if self.alive and self.process is not None and self.process.stdin is not None:
             self.process.stdin.write((json.dumps(request) + "\n").encode())
 
@@ -228,7 +233,7 @@ class WarmParent:
             # The warm parent is gone: its children died with it. Marked before the first await,
             # so that no new request waits for an answer that cannot come.
             self._lost = True
-            _kill(process)
+            early.kill(process)
             for started in self._started.values():
                 if not started.done():
                     started.set_exception(ConnectionError("the warm worker process died"))
@@ -284,7 +289,7 @@ class WarmParent:
             return
         with contextlib.suppress(Exception):
             process.stdin.close()
-        _kill(process)
+        early.kill(process)
 
 
     def _remove_scratch(self) -> None:
@@ -293,22 +298,9 @@ class WarmParent:
             self._scratch = None
 
 
-def _kill(process: asyncio.subprocess.Process | early.Adopted) -> None:
-    """``SIGKILL`` a warm parent process unless it has ended.
-
-    Never through ``asyncio.subprocess.Process.kill``: before Python 3.13 it signals through
-    ``subprocess.Popen.send_signal``, which first polls the child with ``waitpid`` and so may reap a
-    warm parent that just exited before asyncio's child watcher does; the watcher then finds no
-    child and logs ``Unknown child process pid N, will report returncode 255`` on stderr (CPython
-    gh-87744). ``os.kill`` leaves the reaping to the watcher (an adopted early parent, a
-    ``subprocess.Popen`` no watcher knows, answers ``returncode`` by polling itself).
-    """
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(process.pid, signal.SIGKILL)
-
-
 _parents: dict[str, WarmParent] = {}
+_linger_s = 0.0
+"""How long a shared warm parent stays after its last server left (:func:`set_linger`)."""
 _draining: set[WarmParent] = set()
 """Retired warm parents whose last jobs still run."""
 
@@ -359,6 +351,19 @@ def note_imports(python: str, entries: list[str], root: str | None) -> None:
     imports them before its next job (see :meth:`WarmParent.import_first`)."""
     if warm_starts_possible() and entries:
         _current(python).import_first(entries, root)
+
+
+def set_linger(seconds: float) -> None:
+    """Have shared warm parents (:mod:`.shared`), the running ones and those started later, stay
+    ``seconds`` after their last server left (``0``: leave with it); ``TORCHSCAN_LSP_KEEP_WARM_S``
+    in the server's environment wins over the caller (the tests' isolation)."""
+    global _linger_s
+    with contextlib.suppress(ValueError):
+        seconds = float(os.environ.get("TORCHSCAN_LSP_KEEP_WARM_S", seconds))
+    _linger_s = max(0.0, seconds)
+    for parent in _parents.values():
+        if parent._ready is not None and parent._ready.done() and parent.alive:
+            parent._write({"linger_s": _linger_s})
 
 
 def preloaded_packages(python: str) -> list[str]:

@@ -36,138 +36,100 @@ signal. Its fds 1 and 2 are a pipe this parent drains; the last :data:`LOG_KEEP_
 written to the request's log file when the child ends, so a model printing without end neither
 blocks nor fills a disk. The warm parent itself dies with the server (parent-death signal) and,
 when its stdin closes, kills every child first.
+
+**Shared.** With ``--listen PATH`` it serves every server that connects to the Unix socket ``PATH``
+(their relays, :mod:`.relay`; :mod:`.shared` says who shares one) instead of its stdin: each
+connection is a channel of the protocol above, with ``ready`` sent as it is accepted, the
+``started`` and ``exited`` events of a request sent to the channel that made it, ``preloaded`` and
+``retire`` to all. A channel that closes has its children killed. It does not die with the process
+that started it: once no channel is left it stays ``linger_s`` seconds (the last
+``{"linger_s": N}`` request said how long; ``0`` until one does), then exits, unless a connection
+is waiting; one that retired stops listening at once and exits when its last channel closes.
 """
 
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import json
 import os
 import selectors
 import shutil
 import signal
 import sys
 import tempfile
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+import time
+from typing import Any
 
 from torchscan_lsp.contract.messages import WarmRequest
-from torchscan_lsp.worker import preload
+from torchscan_lsp.worker.channels import Channel, Listener
 from torchscan_lsp.worker.learner import Learner
-from torchscan_lsp.worker.limits import blame_the_memory_limit, cap_address_space, die_with_parent, isolate_forked_child
+from torchscan_lsp.worker.limits import die_with_parent
 from torchscan_lsp.worker.warm_up import import_base, warm_up
-
-LOG_KEEP_BYTES = 64 * 1024
-"""How much of the end of a child's output is kept in its log file."""
-
-
-@dataclass
-class _Child:
-    """A running child: its request id, its output pipe and the kept end of its output."""
-
-    request_id: Any
-    log_path: str
-    output_fd: int
-    tail: bytearray = field(default_factory=bytearray)
-    dropped: int = 0
-
-    def keep(self, chunk: bytes) -> None:
-        """Append ``chunk``, dropping the oldest bytes beyond :data:`LOG_KEEP_BYTES`."""
-        self.tail += chunk
-        excess = len(self.tail) - LOG_KEEP_BYTES
-        if excess > 0:
-            del self.tail[:excess]
-            self.dropped += excess
-
-
-def _job_folders(request: WarmRequest) -> list[str]:
-    """The folders whose files a job imports first: the workspace root and the target's folder."""
-    try:
-        with open(request["job"], encoding="utf-8") as handle:
-            file = json.load(handle).get("file")
-    except (OSError, ValueError, KeyError, AttributeError):
-        file = None
-    return [request.get("cwd") or "", os.path.dirname(file) if isinstance(file, str) else ""]
-
-
-def _run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int, report: str,
-               packages: list[str]) -> None:
-    """The forked child: isolate, run the job, write its result and its report of the libraries it
-    imported (to ``report``); never returns. ``packages``: the parent's learned top-level packages."""
-    status = 70
-    before = set(sys.modules)
-    try:
-        isolate_forked_child(inherited, parent)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(output_fd, 1)
-        os.dup2(output_fd, 2)
-        os.close(output_fd)
-        sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-        sys.stderr = os.fdopen(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-        faulthandler.enable()
-        faulthandler.register(signal.SIGUSR1, all_threads=False)
-        os.chdir(request.get("cwd") or "/")
-        memory_mb = request.get("memory_mb")
-        import torch
-
-        if not torch.cuda.is_available():  # CUDA reserves far more address space than it uses
-            cap_address_space(memory_mb)
-
-        from torchscan_lsp.worker.child import run_job_file, write_result
-
-        preload.drop_shadowed(packages, _job_folders(request))
-        result = run_job_file(request["job"])
-        if memory_mb:
-            blame_the_memory_limit(result, memory_mb)
-        write_result(request["result"], result)
-        status = 0
-        try:
-            preload.write_report(report, before, request.get("cwd"))
-        except Exception as error:  # noqa: BLE001 - the job is done; only the learning is lost
-            print(f"torchscan: could not report the imported libraries: {error}", file=sys.stderr)
-    finally:
-        try:
-            sys.stdout.flush()
-        finally:
-            os._exit(status)
+from torchscan_lsp.worker.zygote_child import Child, run_child
 
 
 class Zygote:
     """The warm parent's event loop: requests in, children forked, exits reported.
 
     Args:
-        events: where events are written (the private copy of the original stdout).
         scratch: a private folder for the children's reports (see :class:`~.learner.Learner`).
+        channel: the one server's channel (an unshared warm parent), or
+        listener: the socket new servers connect to (a shared one).
     """
 
-    def __init__(self, events: TextIO, scratch: str) -> None:
-        self.events = events
-        self.children: dict[int, _Child] = {}
+    def __init__(self, scratch: str, channel: Channel | None = None, listener: Listener | None = None) -> None:
+        self.children: dict[int, Child] = {}
+        self.channels: dict[int, Channel] = {}
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
-        self.pending = b""
-        self.learner = Learner(scratch, self.send)
+        self.learner = Learner(scratch, self.broadcast)
         self.retired: str | None = None
+        self.listener = listener
+        self.linger_s = 0.0
+        self.alone_since: float | None = time.monotonic()
+        if channel is not None:
+            self._open(channel)
 
-    def send(self, **event: Any) -> None:
-        """Write one event line."""
-        self.events.write(json.dumps(event) + "\n")
-        self.events.flush()
+    def broadcast(self, **event: Any) -> None:
+        """Write one event line to every server."""
+        for channel in list(self.channels.values()):
+            channel.send(event)
+
+    def _open(self, channel: Channel) -> None:
+        self.channels[channel.fd] = channel
+        self.selector.register(channel.fd, selectors.EVENT_READ, channel)
+        self.alone_since = None
+
+    def accept(self) -> None:
+        """Take a waiting connection: it gets ``ready`` and what has been preloaded so far."""
+        assert self.listener is not None
+        try:
+            channel = self.listener.accept()
+        except OSError:
+            return
+        self._open(channel)
+        channel.send({"event": "ready", "pid": os.getpid()})
+        if self.learner.preloaded:
+            channel.send({"event": "preloaded", "modules": self.learner.preloaded,
+                          "packages": self.learner.packages(), "skipped": {}})
+        if self.retired is not None:
+            channel.send({"event": "retire", "message": self.retired})
 
     def serve(self) -> int:
-        """Run until stdin closes; then kill every child and return 0."""
+        """Run until the last server left (stdin closed; or, when shared, no connection for
+        ``linger_s``); then kill every child and return 0."""
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # the wake-up fd does the work
-        self.selector.register(0, selectors.EVENT_READ, "requests")
         self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
+        if self.listener is not None:
+            self.selector.register(self.listener.fileno(), selectors.EVENT_READ, "listen")
         while True:
+            if self._time_to_leave():
+                self._kill_all()
+                return 0
             idle = not self.children and self.learner.importing
-            ready = self.selector.select(0 if idle else None)
+            ready = self.selector.select(0 if idle else self._wait_s())
             if not ready and idle:  # no job runs and nothing waits: preload a little, then look again
                 reason = self.learner.import_some(lambda: bool(self.selector.select(0)))
                 if reason is not None:
@@ -175,10 +137,8 @@ class Zygote:
                 self._learn()
                 continue
             for key, _ in ready:
-                if key.data == "requests":
-                    if not self._read_requests():
-                        self._kill_all()
-                        return 0
+                if key.data == "listen":
+                    self.accept()
                 elif key.data == "signal":
                     while True:
                         try:
@@ -187,31 +147,61 @@ class Zygote:
                         except BlockingIOError:
                             break
                     self._reap()
+                elif isinstance(key.data, Channel):
+                    self._read_requests(key.data)
                 else:
                     self._drain(key.data)
 
-    def _read_requests(self) -> bool:
-        chunk = os.read(0, 65536)
-        if not chunk:
+    def _wait_s(self) -> float | None:
+        """How long to wait for the next event: until the linger ends when no server is left."""
+        if self.alone_since is None or self.children:
+            return None
+        return max(0.0, self.alone_since + self.linger_s - time.monotonic())
+
+    def _time_to_leave(self) -> bool:
+        if self.alone_since is None:
             return False
-        self.pending += chunk
-        while b"\n" in self.pending:
-            line, self.pending = self.pending.split(b"\n", 1)
-            if not line.strip():
-                continue
-            request = json.loads(line)
+        if self.listener is None:  # its one server left; the children were killed with it
+            return True
+        if self.children or (self.retired is None and time.monotonic() < self.alone_since + self.linger_s):
+            return False
+        return self.listener.leave()
+
+    def _close(self, channel: Channel) -> None:
+        """A server left: its children are killed, and without servers the linger starts."""
+        self.selector.unregister(channel.fd)
+        del self.channels[channel.fd]
+        channel.close()
+        for pid, child in self.children.items():
+            if child.channel is channel:
+                _kill_group(pid)
+        if not self.channels:
+            self.alone_since = time.monotonic()
+
+    def _read_requests(self, channel: Channel) -> None:
+        try:
+            requests = channel.requests()
+        except (OSError, ValueError):
+            requests = None
+        if requests is None:
+            self._close(channel)
+            return
+        for request in requests:
             if "import" in request:
                 self.learner.import_first(list(request.get("import") or []), request.get("root"))
             elif "preload" in request:
                 self.learner.offer(list(request.get("preload") or []), request.get("root"))
                 self._learn()
+            elif "linger_s" in request:
+                self.linger_s = max(0.0, float(request["linger_s"]))
             else:
-                self._start(request)
-        return True
+                self._start(request, channel)
 
     def _inherited(self) -> list[int]:
         """This parent's file descriptors, which a forked child closes."""
-        fds = [self.wake_r, self.wake_w, self.selector.fileno(), self.events.fileno()]
+        fds = [self.wake_r, self.wake_w, self.selector.fileno(), *self.channels]
+        if self.listener is not None and self.listener.fileno() >= 0:
+            fds.append(self.listener.fileno())
         return fds + [c.output_fd for c in self.children.values() if c.output_fd >= 0]
 
     def _learn(self) -> None:
@@ -221,9 +211,12 @@ class Zygote:
 
     def _retire(self, reason: str) -> None:
         self.retired = reason
-        self.send(event="retire", message=reason)  # the server logs it
+        if self.listener is not None:  # the next server starts a successor
+            self.selector.unregister(self.listener.fileno())
+            self.listener.stop()
+        self.broadcast(event="retire", message=reason)  # the servers log it
 
-    def _start(self, request: WarmRequest) -> None:
+    def _start(self, request: WarmRequest, channel: Channel) -> None:
         changed = self.learner.stamps.changed() if self.retired is None else None
         if changed is not None:
             self._retire(f"{changed} changed on disk after it was preloaded")
@@ -232,7 +225,8 @@ class Zygote:
             if reason is not None:
                 self._retire(reason)
         if self.retired is not None:
-            self.send(event="exited", id=request.get("id"), pid=None, status=None, retired=True, message=self.retired)
+            channel.send({"event": "exited", "id": request.get("id"), "pid": None, "status": None, "retired": True,
+                          "message": self.retired})
             return
         read_fd, write_fd = os.pipe()
         inherited = [read_fd, *self._inherited()]
@@ -242,16 +236,17 @@ class Zygote:
         except OSError as error:  # out of processes or memory: this job fails, the parent lives on
             os.close(read_fd)
             os.close(write_fd)
-            self.send(event="exited", id=request.get("id"), pid=None, status=None, message=f"fork failed: {error}")
+            channel.send({"event": "exited", "id": request.get("id"), "pid": None, "status": None,
+                          "message": f"fork failed: {error}"})
             return
         if pid == 0:
-            _run_child(request, write_fd, inherited, parent, self.learner.report_path(os.getpid()),
-                       self.learner.packages())
+            run_child(request, write_fd, inherited, parent, self.learner.report_path(os.getpid()),
+                      self.learner.packages())
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        self.children[pid] = _Child(request.get("id"), request.get("log") or os.devnull, read_fd)
+        self.children[pid] = Child(request.get("id"), channel, request.get("log") or os.devnull, read_fd)
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
-        self.send(event="started", id=request.get("id"), pid=pid)
+        channel.send({"event": "started", "id": request.get("id"), "pid": pid})
 
     def _drain(self, pid: int) -> None:
         """Read what child ``pid`` wrote so far; stop watching its pipe at end of file."""
@@ -286,11 +281,12 @@ class Zygote:
             if child is None:
                 continue
             self._drain_final(pid, child)
-            self.send(event="exited", id=child.request_id, pid=pid, status=os.waitstatus_to_exitcode(status))
+            child.channel.send({"event": "exited", "id": child.request_id, "pid": pid,
+                                "status": os.waitstatus_to_exitcode(status)})
             self.learner.child_ended(pid)
             self._learn()
 
-    def _drain_final(self, pid: int, child: _Child) -> None:
+    def _drain_final(self, pid: int, child: Child) -> None:
         """Keep the last output of an ended child and write it to its log file."""
         self.children[pid] = child
         self._drain(pid)
@@ -307,24 +303,36 @@ class Zygote:
 
     def _kill_all(self) -> None:
         for pid in [*self.children, *([self.learner.probe_pid] if self.learner.probe_pid else [])]:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_group(pid)
+
+
+def _kill_group(pid: int) -> None:
+    """``SIGKILL`` the process group of child ``pid`` (its own session: the job and what it started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     """Start the warm parent; returns its exit status (1 when the imports failed).
 
     ``--scratch DIR``: the private folder for the children's reports (the server makes and removes
-    it); without it a temporary folder is made here and removed at exit.
+    it); without it a temporary folder is made here and removed at exit. ``--listen PATH``: serve
+    the servers that connect to the Unix socket ``PATH`` (shared, see the module's docstring)
+    instead of stdin and stdout.
     """
     parser = argparse.ArgumentParser(prog="python -m torchscan_lsp.worker.zygote")
     parser.add_argument("--scratch", help="private folder for the children's reports")
+    parser.add_argument("--listen", metavar="PATH", help="serve the servers connecting to this Unix socket")
     args = parser.parse_args(argv)
-    events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    # Bound before torch is imported: the relays that started it connect at once and wait for "ready".
+    listener = Listener(args.listen) if args.listen else None
+    events = None if listener else os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (torch's warnings, say) must not corrupt the event channel
-    die_with_parent(os.getppid())
+    if listener is None:
+        die_with_parent(os.getppid())
+    channel = None if events is None else Channel(0, lambda data: (events.write(data), events.flush()))
     try:
         import_base()
         warm_up()
@@ -333,21 +341,39 @@ def main(argv: list[str] | None = None) -> int:
         if torch.cuda.is_initialized():  # children could not use CUDA: "cannot re-initialize in forked subprocess"
             raise RuntimeError("CUDA was initialised while warming up")
     except BaseException as error:  # noqa: BLE001 - reported, then the server falls back to cold starts
-        events.write(json.dumps({"event": "failed", "message": f"{type(error).__name__}: {error}"}) + "\n")
-        events.flush()
+        _fail(f"{type(error).__name__}: {error}", channel, listener)
         return 1
     scratch = args.scratch or tempfile.mkdtemp(prefix="torchscan-warm-")
     try:
-        zygote = Zygote(events, scratch)
+        zygote = Zygote(scratch, channel, listener)
         # Ready without torch._dynamo and the training tools (which import it), seconds to import
         # that no forward job needs: they are preloaded like learned modules once the first job has
         # ended, so the training estimate that follows finds them loaded.
         zygote.learner.offer(["torch._dynamo", "torchscan_lsp.engine.training"], None)
-        zygote.send(event="ready", pid=os.getpid())
+        if channel is not None:
+            channel.send({"event": "ready", "pid": os.getpid()})
         return zygote.serve()
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _fail(message: str, channel: Channel | None, listener: Listener | None) -> None:
+    """Say ``failed`` to the one server, or to every relay already waiting on the socket."""
+    failed = {"event": "failed", "message": message}
+    if channel is not None:
+        channel.send(failed)
+        return
+    assert listener is not None and listener.socket is not None
+    listener.socket.setblocking(False)
+    while True:
+        try:
+            waiting = listener.accept()
+        except OSError:
+            break
+        waiting.send(failed)
+        waiting.close()
+    listener.stop()
 
 
 if __name__ == "__main__":

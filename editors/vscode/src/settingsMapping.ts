@@ -6,7 +6,7 @@
 
 export const SECTION = 'torchscan';
 
-/** JSON type a setting must have; numbers are positive, `string|null` accepts unset (null). */
+/** JSON type a setting must have; numbers are positive (or zero, `zeroAllowed`), `string|null` accepts unset (null). */
 export type SettingType = 'string' | 'string|null' | 'boolean' | 'number';
 
 /** One setting of the server, as docs/server.md lists it. */
@@ -17,6 +17,8 @@ export interface SettingSpec {
   readonly default: string | number | boolean | null;
   /** Whether a number setting must be a whole number. */
   readonly integer?: boolean;
+  /** Whether a number setting may be zero (it turns something off). */
+  readonly zeroAllowed?: boolean;
   /** The words a string setting may take, when it takes only a few. */
   readonly choices?: readonly string[];
   /** Whether a string setting may be empty (its default is then "", meaning: not set). */
@@ -38,6 +40,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: 'receptiveFieldNotes', type: 'boolean', default: false },
   { key: 'cacheResults', type: 'boolean', default: true },
   { key: 'compareWith', type: 'string', default: 'HEAD' },
+  { key: 'keepWarmMinutes', type: 'number', default: 10, zeroAllowed: true },
   { key: 'inlayHints.totals', type: 'boolean', default: true },
   { key: 'inlayHints.modules', type: 'boolean', default: true },
   { key: 'inlayHints.shapes', type: 'boolean', default: true },
@@ -69,6 +72,9 @@ function expectation(spec: SettingSpec): string {
     case 'boolean':
       return 'true or false';
     case 'number':
+      if (spec.zeroAllowed) {
+        return spec.integer ? 'a whole number, 0 or more' : 'a number, 0 or more';
+      }
       return spec.integer ? 'a positive whole number' : 'a positive number';
   }
 }
@@ -89,7 +95,7 @@ function isValid(spec: SettingSpec, value: unknown): boolean {
       return (
         typeof value === 'number' &&
         Number.isFinite(value) &&
-        value > 0 &&
+        (value > 0 || (spec.zeroAllowed === true && value === 0)) &&
         (!spec.integer || Number.isInteger(value))
       );
   }

@@ -21,6 +21,7 @@ const DEFAULTS = {
   receptiveFieldNotes: false,
   cacheResults: true,
   compareWith: 'HEAD',
+  keepWarmMinutes: 10,
   inlayHints: { totals: true, modules: true, shapes: true, latency: false },
 };
 
@@ -54,6 +55,16 @@ describe('mapSettings', () => {
       headline: 'modules',
       inlayHints: { totals: true, modules: true, shapes: false, latency: false },
     });
+  });
+
+  test('keepWarmMinutes may be 0 (the warm worker stops with the editor), not below', () => {
+    expect(mapSettings((key) => (key === 'keepWarmMinutes' ? 0 : undefined), true).settings.keepWarmMinutes).toBe(0);
+    const negative = mapSettings((key) => (key === 'keepWarmMinutes' ? -1 : undefined), true);
+    expect(negative.settings.keepWarmMinutes).toBe(10);
+    expect(negative.problems[0]?.message).toBe(
+      'Setting torchscan.keepWarmMinutes must be a number, 0 or more, but is -1; ' +
+        'using the default 10. Fix it in your settings.json.',
+    );
   });
 
   test('an empty interpreter path means unset', () => {
@@ -143,7 +154,7 @@ describe('the manifest matches the server settings documented in docs/server.md'
 
   test('every documented setting is contributed with its default and a description', () => {
     const documented = documentedSettings();
-    expect(documented.size).toBe(18);
+    expect(documented.size).toBe(19);
     expect(Object.keys(properties).sort()).toEqual([...documented.keys()].sort());
     for (const [name, row] of documented) {
       expect(properties[name].default, name).toEqual(row.default);
