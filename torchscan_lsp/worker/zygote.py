@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         # that no forward job needs: they are preloaded like learned modules once the first job has
         # ended, so the training estimate that follows finds them loaded.
         zygote.learner.offer(["torch._dynamo", "torchscan_lsp.engine.training"], None)
+        # An upgrade rewrites these: a warm parent kept for later servers must not fork an old torch.
+        zygote.learner.stamps.add(["torch", "torch.version"])
         if channel is not None:
             channel.send({"event": "ready", "pid": os.getpid()})
         return zygote.serve()
