@@ -55,3 +55,14 @@ def test_dtypes_and_devices_name_where_they_come_from():
     assert forward_advice(message, None).endswith("(the inputs the factory returns)")
     # an error of another kind gets no advice
     assert forward_advice("division by zero", (4,)) == "division by zero"
+
+
+def test_layers_that_disagree_are_blamed_not_the_input_shape(tmp_path):
+    source = ("import torch.nn as nn\n\n\ndef disagree():\n"
+              "    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(32, 4))\n")
+    message = _forward_error(tmp_path, source, "disagree", {"input_shape": [1, 8]})
+    # (1, 8) plus the batch dimension is (1, 1, 8); Linear(8, 16) makes (1, 1, 16), which the third
+    # layer, Linear(32, 4), cannot take: the input was fine for the layer that got it
+    assert message == ("mat1 and mat2 shapes cannot be multiplied (1x16 and 32x4); `2` (Linear) got (1, 1, 16), "
+                       "computed by the model from the generated inputs (1, 1, 8): the model's own layers or code "
+                       "disagree about this shape, not input_shape")

@@ -82,6 +82,9 @@ class CallSites(PassObserver):
         # site, its library sites, the runs of the lines that made it)
         self._active: list[tuple[Any, ...]] = []
         self._names: dict[Any, str] = {}
+        #: the innermost module call that raised: (its path, its class name, its tensor arguments'
+        #: shapes), or None
+        self.failed_call: tuple[str, str, list[tuple[int, ...]]] | None = None
 
     # -- the observer interface ------------------------------------------------------------------
 
@@ -113,6 +116,9 @@ class CallSites(PassObserver):
     def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
                    error: BaseException | None) -> None:
         """A module call returned or raised."""
+        if error is not None and self.failed_call is None:  # the innermost ends first
+            shapes = [tuple(arg.shape) for arg in args if isinstance(arg, torch.Tensor)]
+            self.failed_call = (info.path, type(module).__name__, shapes)
         if layer is not None and self._active and self._active[-1][0] == layer:
             runs = self._active.pop()[4]
             self.runs.owner_ended(layer)
@@ -256,6 +262,11 @@ class SourceRecorder:
     def calls(self) -> dict[int, Any]:
         """The module calls seen in the running phase, by layer index."""
         return self.running.calls if self.running is not None else {}
+
+    @property
+    def failed_call(self) -> tuple[str, str, list[tuple[int, ...]]] | None:
+        """The innermost module call that raised in the running phase (see :class:`CallSites`)."""
+        return self.running.failed_call if self.running is not None else None
 
     # -- stack walking -------------------------------------------------------------------------
 

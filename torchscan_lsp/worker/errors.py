@@ -181,14 +181,18 @@ def incomplete_message(error: Any) -> str:
             "report's diagnostics list everything)")
 
 
-def forward_advice(message: str, input_shape: Any = None) -> str:
+def forward_advice(message: str, input_shape: Any = None,
+                   failed_call: tuple[str, str, list[tuple[int, ...]]] | None = None) -> str:
     """``message`` of a failed forward, with the advice that fits the case.
 
     ``input_shape`` is the option the inputs were generated from (``None``: the factory returned
-    its own). A dtype or device mismatch names the options that set them (generated) or the
-    factory's inputs; a shape error on generated inputs shows the shapes they had, batch dimension
-    included, and suggests the shape without a leading 1 when every input_shape begins with one (the
-    batch dimension written twice); other errors get no advice.
+    its own); ``failed_call`` the innermost module call that raised (its path, class name and
+    tensor arguments' shapes), when one did. A dtype or device mismatch names the options that set
+    them (generated) or the factory's inputs. A shape error in a call that got none of the
+    generated inputs' shapes is the model's layers disagreeing: it names that call and what it got,
+    and leaves input_shape alone. Any other shape error on generated inputs shows the shapes they
+    had, batch dimension included, and suggests the shape without a leading 1 when every
+    input_shape begins with one (the batch dimension written twice); other errors get no advice.
     """
     generated = input_shape is not None
     if _MISMATCH.search(message):
@@ -201,6 +205,11 @@ def forward_advice(message: str, input_shape: Any = None) -> str:
         return f"{message}; check the shapes of the inputs the factory returns"
     shapes = [input_shape] if isinstance(input_shape, tuple) else list(input_shape)
     made = ", ".join(_shape_text((1, *shape)) for shape in shapes)
+    if failed_call is not None and failed_call[2] and not {(1, *s) for s in shapes} & set(failed_call[2]):
+        path, kind, got = failed_call
+        return (f"{message}; `{path or 'the model'}` ({kind}) got {', '.join(_shape_text(s) for s in got)}, computed by "
+                f"the model from the generated inputs {made}: the model's own layers or code disagree about "
+                "this shape, not input_shape")
     advice = (f"{message}; the inputs were generated from input_shape={_option_text(input_shape)} with a batch "
               f"dimension of 1 added, as {made}: input_shape excludes the batch dimension")
     if all(len(shape) > 1 and shape[0] == 1 for shape in shapes):

@@ -297,7 +297,8 @@ class _Job:
                 kind = "crash"
             job_error = blame.error_from(kind, error)
             if kind == "forward":
-                job_error.message = forward_advice(job_error.message, crawl_kwargs.get("input_shape"))
+                job_error.message = forward_advice(job_error.message, crawl_kwargs.get("input_shape"),
+                                                   recorder.failed_call)
             if isinstance(partial_report, dict):
                 job_error.report = partial_report  # type: ignore[attr-defined]
             raise job_error from None
