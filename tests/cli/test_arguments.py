@@ -81,6 +81,14 @@ def test_a_path_without_targets_is_an_error_in_scan_and_check(workspace, capsys,
     assert (out, err) == (check_line + "\n", "")
 
 
+def test_check_tells_a_helper_module_named_beside_a_model_file_but_does_not_fail(workspace, capsys):
+    write(workspace, {"conv.py": "import torch.nn as nn\n\n\n# torchscan: input_shape=(3, 8, 8)\n"
+                                 "def build():\n    return nn.Conv2d(3, 8, 3)\n"})
+    assert main(["check", "--no-hints", "net.py", "conv.py"]) == 0
+    out, _ = capsys.readouterr()
+    assert f"net.py:1:1: info: {NO_TARGET}" in out.splitlines()
+
+
 def test_a_reader_that_stops_reading_is_no_error_of_ours(workspace):
     """``scan ... | head -1``: stdout closed before the scan writes gives no 'internal error'."""
     import subprocess

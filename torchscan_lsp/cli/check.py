@@ -148,8 +148,11 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
         found = []
         if document.path in explicit and not session.store.states_in(document.root, rel) \
                 and not any(str(getattr(p, "severity", "error")) == "error" for p in document.problems):
-            found.append((0, 0, "error", NO_TARGET, "no-target"))  # a file named without targets, as for scan
-            errors += 1
+            # a file named without targets fails the check, as it fails scan, unless others named
+            # with it have targets: `check $(git diff --name-only)` names helper modules too
+            alone = not session.store.targets
+            found.append((0, 0, "error" if alone else "info", NO_TARGET, "no-target"))
+            errors += alone
         for d in build_diagnostics(rel, lines, document.problems, states, None, path=document.path,
                                    headline=settings.headline, receptive_field_notes=settings.receptiveFieldNotes,
                                    options=session.target_options):
