@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,11 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The servers of every benchmark built on this module start the way a server with no other alive
+# does: a shared warm worker (torchscan.keepWarmMinutes) leaves with the server that used it, unless
+# a benchmark says otherwise (warm_library.py measures a reopened workspace too).
+os.environ.setdefault("TORCHSCAN_LSP_KEEP_WARM_S", "0")
 EXAMPLES = ("cnn.py", "transformer_models.py")
 
 
