@@ -1,8 +1,8 @@
 """Saves right after the first hints, for a model built by an installed library: warm from the first save?
 
 The GPT-2 example (``examples/transformer_models.py`` with only ``gpt2_small`` annotated, its model
-built by ``transformers``) is opened in a fresh workspace (a cache folder of its own, so nothing is
-kept from an earlier run) by a fresh ``torchscan-lsp serve`` over stdio; the clock starts before
+built by ``transformers``) is opened in a fresh workspace (a cache folder of the run's own, so nothing
+is kept from an earlier run) by a fresh ``torchscan-lsp serve`` over stdio; the clock starts before
 the server is spawned and the first hints are the answer of the inlay-hint request made once its
 ``torchscan/status`` says ``done``. Then, at once, the file is edited (one comment line more) and
 saved ``--saves`` times (8 by default), each time timing from the save to the hints of that save,
@@ -54,11 +54,12 @@ KEEP_S = 60.0
 async def one_run(checkout: Path, saves: int, runtime: Path, keep_s: float) -> dict[str, object]:
     """One fresh workspace opened by one fresh server of ``checkout`` whose shared warm workers live
     in ``runtime`` and stay ``keep_s`` after it: seconds from spawn to the first hints, then from
-    each save to its hints."""
+    each save to its hints. The run's cache folder (``runtime/cache``) holds no result of this
+    workspace: results are kept by workspace folder."""
     with tempfile.TemporaryDirectory(prefix="torchscan-warm-library-") as scratch:
         root = Path(scratch) / "ws"
         root.mkdir()
-        os.environ["XDG_CACHE_HOME"] = str(Path(scratch) / "cache")  # inherited by the server
+        os.environ["XDG_CACHE_HOME"] = str(runtime / "cache")  # inherited by the server
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
         os.environ["TORCHSCAN_LSP_KEEP_WARM_S"] = str(keep_s)
         path = root / FILE

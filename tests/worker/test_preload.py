@@ -229,3 +229,12 @@ def test_library_files_are_those_outside_the_workspace_or_in_its_site_packages(t
     assert preload.is_library_file(str(root / ".venv" / "lib" / "python3.11" / "site-packages" / "m.py"), str(root))
     assert not preload.is_library_file(str(root / "src" / "pkg" / "m.py"), str(root))
     assert not preload.is_library_file(str(root / "m.py"), str(root))
+
+
+def test_a_name_that_is_a_file_at_the_workspace_root_is_the_workspaces_though_the_warm_parent_runs_elsewhere(tmp_path):
+    # the warm parent runs in "/", without the root on its path: the file is found by where the job looks first
+    (tmp_path / "layers.py").write_text("N = 1\n", encoding="utf-8")
+    (tmp_path / "blocks").mkdir()
+    assert preload.workspace_origin("layers:Block", str(tmp_path)) == str(tmp_path / "layers.py")
+    assert preload.workspace_origin("blocks.conv", str(tmp_path)) == str(tmp_path / "blocks")
+    assert preload.workspace_origin("json", str(tmp_path)) is None

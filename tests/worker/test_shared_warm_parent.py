@@ -9,6 +9,7 @@ code under test. Each test has a socket folder of its own (``XDG_RUNTIME_DIR``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -72,6 +73,13 @@ async def _job(parent: pool.WarmParent, root: Path, tmp: Path, name: str) -> tup
 
 def _parameters(result: dict) -> int:
     return result["report"]["totals"]["parameters"]["value"]
+
+
+def _cmdline(process: Path) -> bytes:
+    try:
+        return (process / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _alive(pid: int) -> bool:
@@ -159,11 +167,13 @@ async def test_closing_one_server_kills_its_job_but_not_the_other_servers(shared
 
 def test_servers_whose_library_environment_differs_get_warm_parents_of_their_own(tmp_path):
     base = {"XDG_RUNTIME_DIR": str(tmp_path), "PATH": "/usr/bin"}
-    same = shared.socket_path(PYTHON, {**base, "WIDTH": "5", "XDG_CACHE_HOME": "/elsewhere"})
+    same = shared.socket_path(PYTHON, {**base, "WIDTH": "5", "TERM": "dumb"})
     assert same == shared.socket_path(PYTHON, base)
     same_too = shared.socket_path(PYTHON, {**base, "TORCHSCAN_LSP_KEEP_WARM_S": "0", "TORCHSCAN_LSP_SHARE_WARM": "1"})
     assert same_too == shared.socket_path(PYTHON, base)
-    for variable in ("OMP_NUM_THREADS", "PYTHONPATH", "HF_HOME", "CUDA_VISIBLE_DEVICES", "TORCH_LOGS"):
+    # read on import, or made into paths then (huggingface_hub's cache folder, tempfile's folder)
+    for variable in ("OMP_NUM_THREADS", "PYTHONPATH", "HF_HOME", "CUDA_VISIBLE_DEVICES", "TORCH_LOGS",
+                     "XDG_CACHE_HOME", "TMPDIR", "HOME"):
         assert shared.socket_path(PYTHON, {**base, variable: "1"}) != shared.socket_path(PYTHON, base), variable
 
 
@@ -190,3 +200,60 @@ async def test_without_a_private_socket_folder_the_server_gets_a_warm_parent_of_
         assert forked == parent.process.pid and _parameters(result) == 4 * 3 + 3
     finally:
         parent.close()
+
+
+async def test_a_workspace_file_shadowing_a_library_that_another_servers_library_imported_is_the_jobs(
+        shared_env, tmp_path, monkeypatch):
+    # an installed library (on PYTHONPATH, as site-packages is on sys.path) that imports another
+    site = tmp_path / "site"
+    (site / "fakelib").mkdir(parents=True)
+    (site / "fakelib" / "__init__.py").write_text("import fakedep\n", encoding="utf-8")
+    (site / "fakedep").mkdir()
+    (site / "fakedep" / "__init__.py").write_text("N = 1\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv("WIDTH", "2")
+    first = pool.WarmParent(PYTHON)
+    first.import_first(["fakelib"], str(tmp_path / "elsewhere"))  # the first server's workspace imports fakelib
+    assert await first.ensure_started()
+    # the second server's workspace has a fakedep.py of its own, which its model uses
+    (shared_env / "fakedep.py").write_text("N = 7\n", encoding="utf-8")
+    (shared_env / "model.py").write_text(textwrap.dedent(MODEL).lstrip().replace(
+        'int(os.environ["WIDTH"])', "__import__('fakedep').N"), encoding="utf-8")
+    second = pool.WarmParent(PYTHON)
+    assert await second.ensure_started()
+    try:
+        _, result = await _job(second, shared_env, tmp_path, "b")
+        # Linear(4, 7): 4 · 7 + 7, the workspace's N, not the library's N = 1 (which gives 5)
+        assert _parameters(result) == 4 * 7 + 7
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_a_server_that_stops_before_the_warm_parent_is_ready_leaves_it_its_linger(shared_env, tmp_path):
+    import signal
+    import socket
+
+    pool.set_linger(30.0)
+    parent = pool.WarmParent(PYTHON)
+    starting = asyncio.ensure_future(parent.ensure_started())
+    folder = tmp_path / "run" / "torchscan-lsp"
+    assert await asyncio.to_thread(_wait_until, lambda: any(folder.glob("*.sock")))
+    (path,) = folder.glob("*.sock")
+    daemons = [int(p.name) for p in Path("/proc").iterdir()
+               if p.name.isdigit() and str(path).encode() in _cmdline(p)]
+    parent.close()  # the server stops while torch is still being imported
+    assert await starting is False
+    try:
+        # a client of our own waits for it to be ready, then leaves too: only the linger keeps it
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(path))
+        ready = await asyncio.to_thread(client.makefile().readline)
+        assert json.loads(ready)["event"] == "ready"
+        client.close()
+        await asyncio.sleep(1.0)
+        assert [pid for pid in daemons if _alive(pid)] == daemons != []
+    finally:
+        for pid in daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

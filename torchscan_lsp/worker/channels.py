@@ -64,20 +64,16 @@ class Channel:
 
 
 class Listener:
-    """The socket of a shared warm parent, bound at ``path`` (before torch is imported, so that
-    relays can connect and wait for ``ready`` meanwhile).
+    """The socket of a shared warm parent at ``path``: the listening socket ``fd`` its relay bound
+    and handed down (so relays connect, and wait for ``ready``, while torch is imported).
 
     Raises:
-        OSError: the socket could not be bound.
+        OSError: ``fd`` is not a socket, or ``path`` is gone.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fd: int) -> None:
         self.path = Path(path)
-        self.socket: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        self.socket.bind(str(self.path))
-        self.socket.listen(64)
+        self.socket: socket.socket | None = socket.socket(fileno=fd)
         self._inode = os.stat(self.path).st_ino
 
     def fileno(self) -> int:

@@ -24,10 +24,9 @@ preload the same modules again. A parent that retires (a preloaded file changed 
 new jobs: the next job starts its successor, which preloads what it had, and the retired one is
 closed once its last job has ended.
 
-The warm parent a server starts may be shared with other servers (:mod:`.shared`): the process
-started is then a relay to it (:mod:`.relay`), which this module drives exactly as it would drive
-its own warm parent. How long a shared one stays after its last server left is :func:`set_linger`'s
-(``0`` until told: a command-line scan leaves nothing running).
+A warm parent may be shared by servers (:mod:`.shared`): the process started is then a relay to it
+(:mod:`.relay`), driven as a warm parent of its own would be; it stays :func:`set_linger`'s seconds
+after its last server left (``0`` until told: a command-line scan leaves nothing running).
 """
 
 from __future__ import annotations
@@ -143,10 +142,16 @@ class WarmParent:
                 self.process = await asyncio.create_subprocess_exec(
                     *argv, cwd="/", env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                     stderr=None, start_new_session=True, limit=1 << 20)
-            line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
+            started = self.process
+            # Before "ready": a server that stops while torch imports still leaves the shared one its linger.
+            self._write({"linger_s": _linger_s})
+            line = await asyncio.wait_for(started.stdout.readline(), READY_TIMEOUT_S)
             event = json.loads(line) if line else {"event": "failed", "message": "it exited while starting"}
         except (OSError, ValueError, asyncio.TimeoutError) as error:
             event = {"event": "failed", "message": f"{type(error).__name__}: {error}"}
+        if self.process is None:  # closed while it was starting: the server is stopping
+            log.info("warm worker for %s stopped before it was ready", self.python)
+            return False
         if event.get("event") != "ready":
             self.failure = str(event.get("message"))
             log.warning("no warm worker for %s (%s); analyses start cold", self.python, self.failure)
@@ -154,7 +159,6 @@ class WarmParent:
             return False
         log.info("warm worker for %s ready (pid %s)", self.python, event.get("pid"))
         self._reader = asyncio.ensure_future(self._read_events(self.process))
-        self._write({"linger_s": _linger_s})
         for root, entries in self.imports.items():  # before any job request: the first job finds them
             self._write({"import": [e for e in entries if e not in self.skipped], "root": root})
         if self.preloaded:
@@ -362,8 +366,7 @@ def set_linger(seconds: float) -> None:
         seconds = float(os.environ.get("TORCHSCAN_LSP_KEEP_WARM_S", seconds))
     _linger_s = max(0.0, seconds)
     for parent in _parents.values():
-        if parent._ready is not None and parent._ready.done() and parent.alive:
-            parent._write({"linger_s": _linger_s})
+        parent._write({"linger_s": _linger_s})  # a starting one reads it once it is ready
 
 
 def preloaded_packages(python: str) -> list[str]:

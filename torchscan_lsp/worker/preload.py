@@ -13,7 +13,8 @@ belongs to the workspace unless it lies in a ``site-packages``/``dist-packages``
 interpreter's prefix (a virtual environment inside the workspace), so an editable install whose
 source is inside the workspace is imported afresh by every job. A preloaded file that changes on
 disk (an editable install elsewhere, an upgrade) makes the parent stale (:class:`Stamps`), and a
-child drops a preloaded package that a workspace file now shadows (:func:`drop_shadowed`).
+child drops every imported package that a workspace file now shadows (:func:`drop_shadowed`), a
+preloaded library's own imports too (:func:`loaded_packages`).
 
 Never imports torch itself: :func:`cuda_initialized` looks only at a torch that is already loaded.
 """
@@ -180,7 +181,13 @@ def workspace_origin(entry: str, root: str | None) -> str | None:
     without running any of its code (the spec of its top-level package), else ``None``: a
     library's, one already imported, or one that cannot be found (its import will say so)."""
     top = entry.partition(":")[0].split(".", 1)[0]
-    if top in sys.modules or not top:
+    if not top:
+        return None
+    if root:  # the job has the root first on its path; this process, in "/", has not
+        for place in (os.path.join(root, f"{top}.py"), os.path.join(root, top)):
+            if os.path.isfile(place) or os.path.isdir(place):
+                return place
+    if top in sys.modules:
         return None
     try:
         spec = importlib.util.find_spec(top)
@@ -252,6 +259,18 @@ class Stamps:
 def top_level(names: Iterable[str]) -> list[str]:
     """The distinct top-level packages of dotted module ``names``, sorted."""
     return sorted({name.split(".", 1)[0] for name in names})
+
+
+KEPT_PACKAGES = frozenset({"torch", "torchscan_lsp"})
+"""Packages a job never drops: what the job itself runs on."""
+
+
+def loaded_packages() -> list[str]:
+    """The top-level packages this process has imported that a workspace file may shadow: every
+    one but the standard library's and :data:`KEPT_PACKAGES` (a preloaded library's own imports
+    too: ``transformers`` brings ``regex``, ``yaml``, ``safetensors``), sorted."""
+    return sorted({name.partition(".")[0] for name in list(sys.modules)}
+                  - set(sys.stdlib_module_names) - KEPT_PACKAGES - {"__main__"})
 
 
 def drop_shadowed(packages: Iterable[str], folders: Iterable[str]) -> list[str]:

@@ -20,7 +20,6 @@ import selectors
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from torchscan_lsp.worker import shared
@@ -28,9 +27,6 @@ from torchscan_lsp.worker.limits import die_with_parent
 
 CONNECT_TRIES = 3
 """Connections tried when one ends before the warm parent said it was ready (it was leaving)."""
-
-SPAWN_WAIT_S = 10.0
-"""How long a started warm parent may take to listen (it binds its socket before importing torch)."""
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -44,18 +40,24 @@ def _connect(path: Path) -> socket.socket | None:
 
 
 def _spawn(path: Path) -> socket.socket | None:
-    """Start the shared warm parent of ``path`` and connect to it once it listens."""
-    with contextlib.suppress(FileNotFoundError):  # a killed warm parent leaves its socket file behind
-        path.unlink()
-    with open(path.with_suffix(".log"), "w") as log:  # its stray output; the last one's only
-        subprocess.Popen([sys.executable, "-m", "torchscan_lsp.worker.zygote", "--listen", str(path)], cwd="/",
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    deadline = time.monotonic() + SPAWN_WAIT_S
-    while time.monotonic() < deadline:
-        if (client := _connect(path)) is not None:
-            return client
-        time.sleep(0.005)
-    return None
+    """Start the shared warm parent of ``path`` on a socket bound here, and connect to it: the
+    connection waits in the socket's queue while the warm parent imports torch."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with contextlib.suppress(FileNotFoundError):  # a killed warm parent leaves its socket file behind
+            path.unlink()
+        listener.bind(str(path))
+        listener.listen(64)
+        with open(path.with_suffix(".log"), "w") as log:  # its stray output; the last one's only
+            subprocess.Popen([sys.executable, "-m", "torchscan_lsp.worker.zygote", "--listen", str(path),
+                              "--listen-fd", str(listener.fileno())], cwd="/", stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                             pass_fds=[listener.fileno()])
+    except OSError:
+        return None
+    finally:
+        listener.close()
+    return _connect(path)
 
 
 def connect(path: Path) -> socket.socket | None:

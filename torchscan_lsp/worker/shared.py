@@ -40,10 +40,13 @@ DEFAULT_LINGER_S = 600.0
 """How long a shared warm parent stays after its last server left, unless a server said otherwise."""
 
 KEYED_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL_", "OPENBLAS", "KMP_", "HF_",
-                  "TRANSFORMERS_", "TOKENIZERS", "LD_", "VIRTUAL_ENV", "CONDA_PREFIX")
-"""Environment variables (by prefix) read when torch and model libraries are imported: servers whose
-values differ never share a warm parent. This package's own (``TORCHSCAN_``) are not among them:
-they are read when a job runs, in its server's environment."""
+                  "TRANSFORMERS_", "TOKENIZERS", "LD_", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME", "TMPDIR", "TMP",
+                  "TEMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+"""Environment variables (by prefix) read when torch and model libraries are imported, or that
+imported libraries turn into paths then (``huggingface_hub`` its cache folder from
+``XDG_CACHE_HOME``, ``tempfile`` its folder from ``TMPDIR``, ``site`` the user's packages from
+``HOME``): servers whose values differ never share a warm parent. This package's own
+(``TORCHSCAN_``) are not among them: they are read when a job runs, in its server's environment."""
 
 _PACKAGE = Path(torchscan_lsp.__file__).resolve().parent
 

@@ -240,8 +240,7 @@ class Zygote:
                           "message": f"fork failed: {error}"})
             return
         if pid == 0:
-            run_child(request, write_fd, inherited, parent, self.learner.report_path(os.getpid()),
-                      self.learner.packages())
+            run_child(request, write_fd, inherited, parent, self.learner.report_path(os.getpid()))
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         self.children[pid] = Child(request.get("id"), channel, request.get("log") or os.devnull, read_fd)
@@ -318,16 +317,19 @@ def main(argv: list[str] | None = None) -> int:
     """Start the warm parent; returns its exit status (1 when the imports failed).
 
     ``--scratch DIR``: the private folder for the children's reports (the server makes and removes
-    it); without it a temporary folder is made here and removed at exit. ``--listen PATH``: serve
-    the servers that connect to the Unix socket ``PATH`` (shared, see the module's docstring)
-    instead of stdin and stdout.
+    it); without it a temporary folder is made here and removed at exit. ``--listen PATH
+    --listen-fd FD``: serve the servers that connect to the Unix socket ``PATH``, bound and listening
+    on the inherited descriptor ``FD`` (shared, see the module's docstring), instead of stdin and
+    stdout.
     """
     parser = argparse.ArgumentParser(prog="python -m torchscan_lsp.worker.zygote")
     parser.add_argument("--scratch", help="private folder for the children's reports")
     parser.add_argument("--listen", metavar="PATH", help="serve the servers connecting to this Unix socket")
+    parser.add_argument("--listen-fd", type=int, metavar="FD", help="the socket's listening descriptor, inherited")
     args = parser.parse_args(argv)
-    # Bound before torch is imported: the relays that started it connect at once and wait for "ready".
-    listener = Listener(args.listen) if args.listen else None
+    listener = Listener(args.listen, args.listen_fd) if args.listen else None
+    if sys.path and sys.path[0] == os.getcwd() == "/":  # `-m` put "/" first: jobs would import /tmp as `tmp`
+        del sys.path[0]
     events = None if listener else os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (torch's warnings, say) must not corrupt the event channel
     if listener is None:

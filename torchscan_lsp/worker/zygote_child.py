@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,10 +55,9 @@ def _job_folders(request: WarmRequest) -> list[str]:
     return [request.get("cwd") or "", os.path.dirname(file) if isinstance(file, str) else ""]
 
 
-def run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int, report: str,
-              packages: list[str]) -> None:
+def run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent: int, report: str) -> None:
     """The forked child: isolate, run the job, write its result and its report of the libraries it
-    imported (to ``report``); never returns. ``packages``: the parent's learned top-level packages."""
+    imported (to ``report``); never returns."""
     status = 70
     before = set(sys.modules)
     try:
@@ -75,6 +75,7 @@ def run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent
         if isinstance(request.get("env"), dict):  # the requesting server's, not the first one's
             os.environ.clear()
             os.environ.update(request["env"])
+            tempfile.tempdir = None  # found again from this environment's TMPDIR
         os.chdir(request.get("cwd") or "/")
         memory_mb = request.get("memory_mb")
         import torch
@@ -84,7 +85,7 @@ def run_child(request: WarmRequest, output_fd: int, inherited: list[int], parent
 
         from torchscan_lsp.worker.child import run_job_file, write_result
 
-        preload.drop_shadowed(packages, _job_folders(request))
+        preload.drop_shadowed(preload.loaded_packages(), _job_folders(request))
         result = run_job_file(request["job"])
         if memory_mb:
             blame_the_memory_limit(result, memory_mb)
