@@ -133,23 +133,27 @@ class Baselines:
             return Comparison(ref, note=revision.reason)
         files = sorted({rel, *(view.result.get("imported_files") or [])})
         key = self._key(revision, state, files)
-        cached = await asyncio.to_thread(self.cache.get, key, _fixed)  # it may read and check a kept file
+        # Every step below takes time in proportion to the model (reading and checking a kept file,
+        # indexing a result, comparing every layer, scanning the file, hashing what it imported):
+        # each runs in a thread, so that hints and hovers are answered meanwhile.
+        cached = await asyncio.to_thread(self.cache.get, key, _fixed)
         if cached is not None:
-            return compare_views(self._view(key, cached), view, ref, revision.short)
+            baseline = await self._view(key, cached)
+            return await asyncio.to_thread(compare_views, baseline, view, ref, revision.short)
         if key in self._failed:
             return Comparison(ref, revision.short, note=self._failed[key])
         texts = await git.read_files(root, revision, files)
         if texts.get(rel) is None:
             return Comparison(ref, revision.short, note=f"`{rel}` is new since {ref}")
-        scan = find_targets(texts[rel], rel)
+        scan = await asyncio.to_thread(find_targets, texts[rel], rel)
         then = next((t for t in scan.targets if t.name == name), None)
         if then is None:
             errors = [p.message for p in scan.problems if str(getattr(p, "severity", "error")) == "error"]
             return Comparison(ref, revision.short, note=f"`{rel}` at {ref} does not parse: {errors[0]}" if errors
                               else f"`{name}` is new since {ref}")
-        if self._as_analysed(state, texts):
+        if await asyncio.to_thread(self._as_analysed, state.key.root, state.key.file, state.analysed_hash, texts):
             await asyncio.to_thread(self.cache.put, key, dict(view.result), _fixed)
-            return compare_views(view, view, ref, revision.short)
+            return await asyncio.to_thread(compare_views, view, view, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
 
@@ -165,11 +169,12 @@ class Baselines:
         job = build_render_job(state.key.root, diff, None, title)
         return await worker_client.render_html(job, html_path, python=self.session.settings.python)
 
-    def _view(self, key: str, result: dict) -> ResultView:
-        """``result`` indexed once: every analysis compares with the same baseline again."""
+    async def _view(self, key: str, result: dict) -> ResultView:
+        """``result`` indexed once (in a thread): every analysis compares with the same baseline again."""
         known = self._views.get(key)
         if known is None or known.result is not result:
-            known = self._views[key] = ResultView(result)
+            known = await asyncio.to_thread(ResultView, result)
+            self._views[key] = known  # kept on the event loop only: no thread changes the dict
             while len(self._views) > _KEPT_VIEWS:
                 self._views.pop(next(iter(self._views)))
         return known
@@ -182,12 +187,13 @@ class Baselines:
                     "python": settings.interpreter}
         return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
-    def _as_analysed(self, state: TargetState, texts: dict[str, str | None]) -> bool:
-        """Whether every file reads in the commit as the result read it (the target's file as
-        analysed, the others as on disk or saved in the editor)."""
-        digest = self.session.file_hash(state.key.root)
+    def _as_analysed(self, root: str, file: str, analysed_hash: str | None, texts: dict[str, str | None]) -> bool:
+        """Whether every file reads in the commit as the result read it (the target's ``file`` as
+        analysed, whose hash is ``analysed_hash``; the others as on disk or saved in the editor).
+        Hashes every file the result imported: call it off the event loop."""
+        digest = self.session.file_hash(root)
         for path, text in texts.items():
-            now = state.analysed_hash if path == state.key.file else digest(path)
+            now = analysed_hash if path == file else digest(path)
             if text is None or content_hash(text) != now:
                 return False
         return True
@@ -211,7 +217,8 @@ class Baselines:
         error = result.get("error") or {}
         if result.get("ok"):
             await asyncio.to_thread(self.cache.put, key, result, _fixed)  # writing the entry's file
-            if self.cache.get(key, _fixed) is None:  # an installed file changed meanwhile: never run it in a loop
+            # an installed file changed meanwhile: never run it in a loop (the check stats every library file)
+            if await asyncio.to_thread(self.cache.get, key, _fixed) is None:
                 self._failed[key] = "the baseline's libraries changed while it was analysed; save again"
         elif error.get("kind") != "cancelled":  # (a cancelled one may run again)
             self._failed[key] = (f"the target at {revision.ref} could not be analysed "
