@@ -152,7 +152,8 @@ class Baselines:
             return Comparison(ref, revision.short, note=f"`{rel}` at {ref} does not parse: {errors[0]}" if errors
                               else f"`{name}` is new since {ref}")
         if await asyncio.to_thread(self._as_analysed, state.key.root, state.key.file, state.analysed_hash, texts):
-            await asyncio.to_thread(self.cache.put, key, dict(view.result), _fixed)
+            # the result itself, not a copy: the cache writes it from the text it was read from
+            await asyncio.to_thread(self.cache.put, key, view.result, _fixed)
             return await asyncio.to_thread(compare_views, view, view, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
