@@ -116,14 +116,16 @@ class Baselines:
         if view is None:
             return
         ref = baseline_ref(state, self.session.settings.compareWith)
-        if ref == "off":
-            state.comparison = None
-        elif ref == "save":
-            state.comparison = (compare_views(state.previous_view, view, PREVIOUS) if state.previous_view is not None
-                                else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
-        else:
+        comparison: Comparison | None = None
+        if ref == "save":
+            comparison = (await asyncio.to_thread(_compared, state.previous_view, view, state.key.file, PREVIOUS)
+                          if state.previous_view is not None
+                          else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
+        elif ref != "off":
             resolved = ahead if ahead is not None and getattr(ahead, "ref", None) == ref else None
-            state.comparison = await self._against(state, view, ref, resolved)
+            comparison = await self._against(state, view, ref, resolved)
+        if state.view is view:  # a newer result came meanwhile: its own refresh compares it
+            state.comparison = comparison
 
     async def _against(self, state: TargetState, view: ResultView, ref: str,
                        ahead: asyncio.Task | None = None) -> Comparison:
@@ -139,7 +141,7 @@ class Baselines:
         cached = await asyncio.to_thread(self.cache.get, key, _fixed)
         if cached is not None:
             baseline = await self._view(key, cached)
-            return await asyncio.to_thread(compare_views, baseline, view, ref, revision.short)
+            return await asyncio.to_thread(_compared, baseline, view, rel, ref, revision.short)
         if key in self._failed:
             return Comparison(ref, revision.short, note=self._failed[key])
         texts = await git.read_files(root, revision, files)
@@ -154,7 +156,7 @@ class Baselines:
         if await asyncio.to_thread(self._as_analysed, state.key.root, state.key.file, state.analysed_hash, texts):
             # the result itself, not a copy: the cache writes it from the text it was read from
             await asyncio.to_thread(self.cache.put, key, view.result, _fixed)
-            return await asyncio.to_thread(compare_views, view, view, ref, revision.short)
+            return await asyncio.to_thread(_compared, view, view, rel, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
 
@@ -227,6 +229,15 @@ class Baselines:
         current = session.store.targets.get(state.key)
         if current is not None:
             await self.compare([current])
+
+
+def _compared(baseline: ResultView, current: ResultView, file: str, label: str, commit: str | None = None) -> Comparison:
+    """:func:`~.deltas.compare_views` of the two results, with the summaries that the hints of
+    ``file`` (the target's own) compare computed (:meth:`~.deltas.Comparison.warm`): both take time
+    in proportion to the model, so the session calls this in a thread."""
+    comparison = compare_views(baseline, current, label, commit)
+    comparison.warm(file)
+    return comparison
 
 
 def _write_tree(texts: dict[str, str]) -> Path:
