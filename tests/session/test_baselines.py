@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from torchscan_lsp.session import baselines
 from torchscan_lsp.session.controller import Session
 from torchscan_lsp.worker import client as worker_client
 
@@ -179,5 +180,23 @@ async def test_save_compares_with_the_previous_analysis(repo):
         (state,) = await saved(session, repo, model(12))
         assert state.comparison.label == "the last analysis" and state.comparison.total("parameters").delta == 112
         assert counted.jobs == ["workspace", "workspace"]     # no git, no baseline job
+    finally:
+        session.shutdown()
+
+
+async def test_the_commit_s_file_is_scanned_once_while_its_text_is_the_same(repo, monkeypatch):
+    scanned = []
+    scan = baselines.find_targets
+    monkeypatch.setattr(baselines, "find_targets", lambda text, rel: scanned.append(rel) or scan(text, rel))
+    session, counted = session_for(repo)
+    try:
+        await saved(session, repo, model(12))                # HEAD's file read, scanned, its model analysed
+        (repo / "notes.txt").write_text("a new commit, model.py as it was\n")
+        git(repo, "add", "notes.txt")
+        git(repo, "commit", "-q", "-m", "two")
+        (state,) = await saved(session, repo, model(16))     # a new baseline, of the same text
+        assert counted.jobs == ["workspace", "baseline", "workspace", "baseline"]
+        assert scanned == ["model.py"]
+        assert state.comparison.total("parameters").delta == 28 * 16 - 28 * 8
     finally:
         session.shutdown()

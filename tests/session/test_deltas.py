@@ -150,3 +150,30 @@ def test_reports_that_do_not_compare_give_the_reason():
     refused = compare_views(structure, full, "HEAD")
     assert not refused.ready and refused.note.startswith("the two reports do not compare: metric ")
     assert comparison_card(refused).startswith("No delta against HEAD: the two reports do not compare")
+
+
+def _built_on_one_line(model: nn.Module) -> ResultView:
+    """``model`` (a ``Sequential``) as built on line 5 of ``net.py``, root and children alike (a
+    factory's ``return nn.Sequential(A(), B())``), its first child's class defined on line 2."""
+    report = crawl_module(model.eval(), (4,))
+    modules = [{"layer": index, "defined_at": {"file": "net.py", "line": 5}, "called_at": None}
+               for index in range(len(report["layers"]))]
+    return ResultView({"ok": True, "report": report, "imported_files": [], "source_map": {
+        "modules": modules, "classes": [{"file": "net.py", "line": 2, "name": "A", "paths": ["0"]}]}})
+
+
+def test_the_summaries_hints_compare_are_computed_ahead_on_both_sides(monkeypatch):
+    # Linear(4, 4) then Linear(4, 2) on one token: 20 + 10 parameters, 2·4·4 + 2·4·2 = 48 FLOPs by
+    # the dispatcher; the baseline had the first alone: 20 parameters, 32 FLOPs
+    baseline = _built_on_one_line(nn.Sequential(nn.Linear(4, 4)))
+    current = _built_on_one_line(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)))
+    assert sorted(current.hint_paths("net.py")) == [[""], ["0"]]     # the factory line, the class line
+    comparison = compare_views(baseline, current, "HEAD")
+    comparison.warm("net.py")
+
+    def computed_again(*_):
+        raise AssertionError("a summary the hints show was not computed ahead")
+
+    monkeypatch.setattr("torchscan_lsp.session.results.subtree_layers", computed_again)
+    assert comparison.line_change([""], "operator_flops") == (Change(20, 30), Change(32, 48))
+    assert comparison.line_change(["0"], "operator_flops") == (Change(20, 20), Change(32, 32))

@@ -8,7 +8,9 @@ import os
 
 from kept_results import ok_result
 
+from torchscan_lsp.contract.conformance import result_problem
 from torchscan_lsp.session.cache import FORMAT, ResultCache, cache_folder, job_key
+from torchscan_lsp.worker import result_text
 
 JOB = {"workspace_root": "/ws", "file": "/ws/net.py", "target": "build", "options": {"input_shape": [3]}}
 
@@ -174,3 +176,42 @@ def test_a_plan_result_is_kept_on_disk_like_an_analysis(tmp_path):
     broken = {k: v for k, v in result.items() if k != "plan"}
     ResultCache(folder=tmp_path / "other").put(key, broken, hashes.get)
     assert ResultCache(folder=tmp_path / "other").get(key, hashes.get) is None
+
+
+def test_a_result_read_from_its_text_is_kept_from_that_text_and_reads_back_equal(tmp_path):
+    # the worker's text, indented so that a copied member shows in the entry's text (an encoded
+    # one would be compact), read as the supervisor reads it, with the member the server adds
+    library = tmp_path / "lib.py"
+    library.write_text("")
+    written = _result(str(library))
+    tensor = {"kind": "tensor", "shape": [1, 8], "dtype": "torch.float32", "device": "cpu", "requires_grad": False}
+    written["report"]["layers"] = [{
+        "path": "", "call_index": 0, "name": "net", "depth": 0, "parent": None, "type": "Net",
+        "input": {"args": [tensor], "kwargs": {}}, "output": tensor,
+        "parameters": {"trainable": 72, "frozen": 0, "bytes": 288, "shared": False, "shared_elements": 0,
+                       "shared_with": []},
+        "buffers": {"elements": 0, "bytes": 0, "shared": False, "shared_elements": 0, "shared_with": []},
+        "metrics": {"calls": {"status": "complete", "value": 1, "known_value": 1, "unit": "calls",
+                              "scope": "module_call", "method": "pytorch_hook"}}}]
+    text = json.dumps(written, indent=1)
+    result = result_text.loads(text, result_text.RESULT_LEVELS)
+    result["log_tail"] = "printed by the model\n"
+    hashes = {"net.py": "1", "blocks.py": "x"}
+    key = job_key(JOB, "1", "py")
+    ResultCache(folder=tmp_path).put(key, result, hashes.get)
+
+    entry = _kept_file(tmp_path, key).read_text()
+    report_text = text[text.index('"report": ') + len('"report": '):text.index(',\n "source_map"')]
+    assert report_text.startswith("{\n  ") and report_text in entry  # copied, not encoded again
+    back = ResultCache(folder=tmp_path).get(key, hashes.get)          # the conformance check passed
+    assert back == {**written, "log_tail": "printed by the model\n"}
+    assert result_problem(json.loads(entry)["variants"][0]["result"]) is None
+
+    # read back from the entry, it is written from the entry's text again, with a second variant
+    hashes["blocks.py"] = "y"
+    reopened = ResultCache(folder=tmp_path)
+    reopened.get(key, hashes.get)
+    reopened.put(key, _result(str(library)), hashes.get)
+    assert report_text in _kept_file(tmp_path, key).read_text()
+    hashes["blocks.py"] = "x"
+    assert ResultCache(folder=tmp_path).get(key, hashes.get) == {**written, "log_tail": "printed by the model\n"}

@@ -20,9 +20,11 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import from_fs_path, to_fs_path
 
 from torchscan_lsp.server import code_lens, commands, diagnostics, documents, hover, inlay_hints, notebooks
+from torchscan_lsp.server.collector import QuietCollector
 from torchscan_lsp.server.features import ClientFacts
 from torchscan_lsp.server.notebooks import NOTEBOOK_SYNC, CellRouting, Notebooks
 from torchscan_lsp.server.positions import Lines
@@ -38,6 +40,20 @@ from torchscan_lsp.version import package_version
 log = logging.getLogger(__name__)
 
 
+class HeardProtocol(LanguageServerProtocol):
+    """pygls' protocol, telling the server's collector (:class:`~.collector.QuietCollector`) of each
+    message from the client before handling it."""
+
+    def __init__(self, server: TorchscanServer, converter: Any) -> None:
+        super().__init__(server, converter)
+        self._collector = server.collector
+
+    def handle_message(self, message: Any) -> Any:
+        """Note the message, then handle it as pygls does."""
+        self._collector.heard()
+        return super().handle_message(message)
+
+
 class TorchscanServer(LanguageServer):
     """The language server: a pygls server with a :class:`Session`; it is the features'
     :class:`~.features.Editor`.
@@ -47,11 +63,15 @@ class TorchscanServer(LanguageServer):
         client: the client's capabilities, resolved at ``initialize``.
         progress: work-done progress and ``torchscan/status`` notifications.
         settings_ready: set once settings were pulled (or could not be).
+        collector: runs the full garbage collections when the client is quiet, once ``main``
+            handed them over (:meth:`~.collector.QuietCollector.take_over`).
     """
 
     def __init__(self) -> None:
+        self.collector = QuietCollector()  # before pygls builds the protocol, which tells it of messages
         # No handler runs on pygls' thread pool: its one thread reads stdin.
-        super().__init__("torchscan-lsp", package_version(), max_workers=1, notebook_document_sync=NOTEBOOK_SYNC)
+        super().__init__("torchscan-lsp", package_version(), max_workers=1, notebook_document_sync=NOTEBOOK_SYNC,
+                         protocol_cls=HeardProtocol)
         self.session = Session(listener=self, keep_results=True, separate_training=True)
         self.client = ClientFacts()
         self.client_settings: dict[str, Any] = {}
@@ -281,6 +301,7 @@ def main(transport: str = "stdio", port: int | None = None) -> int:
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     logging.getLogger("pygls.protocol.json_rpc").addFilter(LateCancelFilter())
     server = create_server()
+    server.collector.take_over()  # what exists now lives as long as the process
     if transport == "tcp":
         server.start_tcp("127.0.0.1", port or 2087)
     else:

@@ -78,6 +78,7 @@ class Baselines:
         self.cache = ResultCache(max_entries=64)
         self._failed: dict[str, str] = {}
         self._views: dict[str, ResultView] = {}  # the indexed baselines last compared with, by key
+        self._scans: dict[tuple[str, str], Any] = {}  # the commits' target files scanned, by path and hash
 
     def persist(self, on: bool) -> None:
         """Keep good baselines on disk too (``cache_folder("baselines")``), or in memory only."""
@@ -116,14 +117,16 @@ class Baselines:
         if view is None:
             return
         ref = baseline_ref(state, self.session.settings.compareWith)
-        if ref == "off":
-            state.comparison = None
-        elif ref == "save":
-            state.comparison = (compare_views(state.previous_view, view, PREVIOUS) if state.previous_view is not None
-                                else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
-        else:
+        comparison: Comparison | None = None
+        if ref == "save":
+            comparison = (await asyncio.to_thread(_compared, state.previous_view, view, state.key.file, PREVIOUS)
+                          if state.previous_view is not None
+                          else Comparison(PREVIOUS, note="this is the target's first analysis in this session"))
+        elif ref != "off":
             resolved = ahead if ahead is not None and getattr(ahead, "ref", None) == ref else None
-            state.comparison = await self._against(state, view, ref, resolved)
+            comparison = await self._against(state, view, ref, resolved)
+        if state.view is view:  # a newer result came meanwhile: its own refresh compares it
+            state.comparison = comparison
 
     async def _against(self, state: TargetState, view: ResultView, ref: str,
                        ahead: asyncio.Task | None = None) -> Comparison:
@@ -133,23 +136,28 @@ class Baselines:
             return Comparison(ref, note=revision.reason)
         files = sorted({rel, *(view.result.get("imported_files") or [])})
         key = self._key(revision, state, files)
-        cached = await asyncio.to_thread(self.cache.get, key, _fixed)  # it may read and check a kept file
+        # Every step below takes time in proportion to the model (reading and checking a kept file,
+        # indexing a result, comparing every layer, scanning the file, hashing what it imported):
+        # each runs in a thread, so that hints and hovers are answered meanwhile.
+        cached = await asyncio.to_thread(self.cache.get, key, _fixed)
         if cached is not None:
-            return compare_views(self._view(key, cached), view, ref, revision.short)
+            baseline = await self._view(key, cached)
+            return await asyncio.to_thread(_compared, baseline, view, rel, ref, revision.short)
         if key in self._failed:
             return Comparison(ref, revision.short, note=self._failed[key])
         texts = await git.read_files(root, revision, files)
         if texts.get(rel) is None:
             return Comparison(ref, revision.short, note=f"`{rel}` is new since {ref}")
-        scan = find_targets(texts[rel], rel)
+        scan = await self._scan(rel, texts[rel])
         then = next((t for t in scan.targets if t.name == name), None)
         if then is None:
             errors = [p.message for p in scan.problems if str(getattr(p, "severity", "error")) == "error"]
             return Comparison(ref, revision.short, note=f"`{rel}` at {ref} does not parse: {errors[0]}" if errors
                               else f"`{name}` is new since {ref}")
-        if self._as_analysed(state, texts):
-            await asyncio.to_thread(self.cache.put, key, dict(view.result), _fixed)
-            return compare_views(view, view, ref, revision.short)
+        if await asyncio.to_thread(self._as_analysed, state.key.root, state.key.file, state.analysed_hash, texts):
+            # the result itself, not a copy: the cache writes it from the text it was read from
+            await asyncio.to_thread(self.cache.put, key, view.result, _fixed)
+            return await asyncio.to_thread(_compared, view, view, rel, ref, revision.short)
         self._schedule(state, then, {path: text for path, text in texts.items() if text is not None}, key, revision)
         return Comparison(ref, revision.short, pending=True, note=f"the target at {ref} is being analysed")
 
@@ -165,13 +173,27 @@ class Baselines:
         job = build_render_job(state.key.root, diff, None, title)
         return await worker_client.render_html(job, html_path, python=self.session.settings.python)
 
-    def _view(self, key: str, result: dict) -> ResultView:
-        """``result`` indexed once: every analysis compares with the same baseline again."""
+    async def _view(self, key: str, result: dict) -> ResultView:
+        """``result`` indexed once (in a thread): every analysis compares with the same baseline again."""
         known = self._views.get(key)
         if known is None or known.result is not result:
-            known = self._views[key] = ResultView(result)
+            known = await asyncio.to_thread(ResultView, result)
+            self._views[key] = known  # kept on the event loop only: no thread changes the dict
             while len(self._views) > _KEPT_VIEWS:
                 self._views.pop(next(iter(self._views)))
+        return known
+
+    async def _scan(self, rel: str, text: str) -> Any:
+        """The targets of ``text`` (file ``rel`` at a commit), scanned once (in a thread) while it
+        is among the last few: every analysis reads the file at the commit again, mostly the same
+        text, and scanning a file of 400 imports takes 50 ms."""
+        key = (rel, content_hash(text))
+        known = self._scans.get(key)
+        if known is None:
+            known = await asyncio.to_thread(find_targets, text, rel)
+            self._scans[key] = known  # kept on the event loop only, as the views
+            while len(self._scans) > _KEPT_VIEWS:
+                self._scans.pop(next(iter(self._scans)))
         return known
 
     def _key(self, revision: git.Revision, state: TargetState, files: list[str]) -> str:
@@ -182,12 +204,13 @@ class Baselines:
                     "python": settings.interpreter}
         return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
-    def _as_analysed(self, state: TargetState, texts: dict[str, str | None]) -> bool:
-        """Whether every file reads in the commit as the result read it (the target's file as
-        analysed, the others as on disk or saved in the editor)."""
-        digest = self.session.file_hash(state.key.root)
+    def _as_analysed(self, root: str, file: str, analysed_hash: str | None, texts: dict[str, str | None]) -> bool:
+        """Whether every file reads in the commit as the result read it (the target's ``file`` as
+        analysed, whose hash is ``analysed_hash``; the others as on disk or saved in the editor).
+        Hashes every file the result imported: call it off the event loop."""
+        digest = self.session.file_hash(root)
         for path, text in texts.items():
-            now = state.analysed_hash if path == state.key.file else digest(path)
+            now = analysed_hash if path == file else digest(path)
             if text is None or content_hash(text) != now:
                 return False
         return True
@@ -211,7 +234,8 @@ class Baselines:
         error = result.get("error") or {}
         if result.get("ok"):
             await asyncio.to_thread(self.cache.put, key, result, _fixed)  # writing the entry's file
-            if self.cache.get(key, _fixed) is None:  # an installed file changed meanwhile: never run it in a loop
+            # an installed file changed meanwhile: never run it in a loop (the check stats every library file)
+            if await asyncio.to_thread(self.cache.get, key, _fixed) is None:
                 self._failed[key] = "the baseline's libraries changed while it was analysed; save again"
         elif error.get("kind") != "cancelled":  # (a cancelled one may run again)
             self._failed[key] = (f"the target at {revision.ref} could not be analysed "
@@ -219,6 +243,15 @@ class Baselines:
         current = session.store.targets.get(state.key)
         if current is not None:
             await self.compare([current])
+
+
+def _compared(baseline: ResultView, current: ResultView, file: str, label: str, commit: str | None = None) -> Comparison:
+    """:func:`~.deltas.compare_views` of the two results, with the summaries that the hints of
+    ``file`` (the target's own) compare computed (:meth:`~.deltas.Comparison.warm`): both take time
+    in proportion to the model, so the session calls this in a thread."""
+    comparison = compare_views(baseline, current, label, commit)
+    comparison.warm(file)
+    return comparison
 
 
 def _write_tree(texts: dict[str, str]) -> Path:

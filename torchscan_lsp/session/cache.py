@@ -17,7 +17,11 @@ and the target runs again. A folder that cannot be created or written to keeps n
 cache says why once (:attr:`ResultCache.problem`) and works from memory.
 
 The session calls :meth:`ResultCache.get` and :meth:`ResultCache.put` from worker threads (they
-hash files and read and write JSON): a lock keeps the entries consistent.
+hash files and read and write JSON): a lock keeps the entries consistent. A result of a few
+hundred modules is a megabyte of JSON, and one call of the C encoder or decoder would hold the
+interpreter lock from the event loop for tens of milliseconds: entries are read in pieces, and a
+result read from the worker's file or an entry is written again from the text it was read from
+(:mod:`torchscan_lsp.worker.result_text`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, Callable, Mapping
 from torchscan_lsp.contract.conformance import result_problem, type_problem
 from torchscan_lsp.contract.folders import cache_folder  # noqa: F401 - its rule lives in the contract; the session names it here
 from torchscan_lsp.version import package_version
+from torchscan_lsp.worker import result_text
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,10 @@ so an entry of another layout is never taken."""
 
 Variant = tuple[dict, dict[str, "str | None"]]
 """One kept result and the content hashes of the workspace files it imported, by relative path."""
+
+_ENTRY_LEVELS = 3 + result_text.RESULT_LEVELS
+"""The levels of an entry's containers read in Python: the entry, its variants, each variant, and
+a result's own (:data:`~torchscan_lsp.worker.result_text.RESULT_LEVELS`)."""
 
 
 def job_key(job: Mapping[str, Any], file_hash: str, python: str) -> str:
@@ -99,8 +108,6 @@ class ResultCache:
     def __init__(self, max_entries: int = 64, folder: Path | None = None, max_files: int = 512,
                  variants: int = 4) -> None:
         self._entries: dict[str, list[Variant]] = {}
-        # key -> (result, its variant's JSON text) per variant written: a result is encoded once
-        self._texts: dict[str, list[tuple[dict, str]]] = {}
         self._max = max_entries
         self.folder = folder
         self.problem: str | None = None
@@ -151,7 +158,7 @@ class ResultCache:
             variants = [(result, imported), *(v for v in known if v[1] != imported)][: self._variants]
             self._remember(key, variants)
             if self.folder is not None and self._writable:
-                self._write(key, self._entry_text(key, variants))
+                self._write(key, self._entry_text(variants))
 
     def get(self, key: str, file_hash: FileHash) -> dict | None:
         """The stored result for ``key`` (in memory, else on disk) whose imported files all still
@@ -173,25 +180,20 @@ class ResultCache:
         self._entries.pop(key, None)
         self._entries[key] = variants
         while len(self._entries) > self._max:
-            self._texts.pop(next(iter(self._entries)), None)
             self._entries.pop(next(iter(self._entries)))
 
-    def _entry_text(self, key: str, variants: list[Variant]) -> str:
-        """The JSON text of ``key``'s entry of layout :data:`FORMAT`, each variant encoded once.
+    @staticmethod
+    def _entry_text(variants: list[Variant]) -> str:
+        """The JSON text of an entry of layout :data:`FORMAT` holding ``variants``.
 
-        Encoding runs in one of the session's threads while the event loop answers requests: the C
-        encoder of ``json.dumps`` is many times faster than ``json.dump``'s pure-Python one, and each
-        result is encoded only when it is new, so a save holds the interpreter lock for one result's
-        encoding (about 18 ms for a 200-module model's 850 kB here) instead of every variant's."""
-        written = self._texts.get(key, [])
-        texts = []
-        for result, imported in variants:
-            text = next((text for known, text in written if known is result), None)
-            if text is None:
-                text = json.dumps({"result": result, "imported": imported}, separators=(",", ":"))
-            texts.append((result, text))
-        self._texts[key] = texts
-        return '{"format":%s,"variants":[%s]}' % (json.dumps(FORMAT), ",".join(text for _, text in texts))
+        A result read from the worker's file or from an entry is written from the text it was read
+        from (:func:`~torchscan_lsp.worker.result_text.dumps`): copying 850 kB (a 200-module model's
+        result) takes a millisecond, where encoding it held the interpreter lock from the event loop
+        for 18 ms. Only what was added to it since (``log_tail``), and a result made otherwise (a
+        training estimate's), is encoded."""
+        texts = ['{"result":%s,"imported":%s}' % (result_text.dumps(result), result_text.dumps(imported))
+                 for result, imported in variants]
+        return '{"format":%s,"variants":[%s]}' % (json.dumps(FORMAT), ",".join(texts))
 
     def _read(self, key: str) -> list[Variant]:
         """The variants kept in ``key``'s file; ``[]`` when there is none, or when it is not an
@@ -206,7 +208,7 @@ class ResultCache:
         except (OSError, UnicodeDecodeError) as error:
             return self._reject(key, path, f"cannot be read ({error})")
         try:
-            entry = json.loads(text)
+            entry = result_text.loads(text, _ENTRY_LEVELS)
         except ValueError as error:  # written by a process that died mid-file, or not by us
             return self._reject(key, path, f"is not JSON ({error})")
         problem = _entry_problem(entry)

@@ -151,8 +151,25 @@ class Comparison:
         if not self.ready or not self.has_paths(paths):
             return None
         now = self.current.module_summary(paths)
-        then = self.baseline.module_summary([p for p in paths if p in self.baseline.known_paths])
+        then = self.baseline.module_summary(self._baseline_paths(paths))
         return Change(then["parameters"], now["parameters"]), metric_change(then[flops], now[flops])
+
+    def warm(self, file: str) -> None:
+        """Compute now the summaries that the hints of ``file``'s lines compare (:meth:`line_change`
+        of each of the current result's :meth:`~.results.ResultView.hint_paths`) on both sides, so
+        that answering them is a look-up: the baseline's are computed on first use otherwise, and
+        each costs time in proportion to its report's layers. Call it off the event loop."""
+        if not self.ready:
+            return
+        for paths in self.current.hint_paths(file):
+            self.current.module_summary(paths)
+            if self.has_paths(paths):
+                self.baseline.module_summary(self._baseline_paths(paths))
+
+    def _baseline_paths(self, paths: list[str]) -> list[str]:
+        """Those of ``paths`` the baseline has (a loop that builds one more block adds that block)."""
+        assert self.baseline is not None
+        return [p for p in paths if p in self.baseline.known_paths]
 
     def unchanged(self, flops: str, macs: str) -> bool:
         """Whether no number the editor shows changed: parameters, ``flops`` and ``macs`` totals,

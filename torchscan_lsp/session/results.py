@@ -149,18 +149,20 @@ class ResultView:
         self._summaries[key] = summary
         return summary
 
+    def hint_paths(self, file: str) -> list[list[str]]:
+        """The groups of modules whose summaries the hints and hovers of ``file``'s lines show: for
+        each line, the modules it built as they are named (:meth:`line_modules`) and, on a
+        ``class`` line, the class's instances."""
+        return [paths for info in list(self.lines_in(file).values())
+                for paths in (self.line_modules(info.defined), info.instances) if paths]
+
     def warm(self, file: str) -> None:
-        """Compute the module summaries that the hints of ``file``'s lines show (the outermost
-        modules each line built, the instances of each ``class`` line) now, so that answering its
-        hints is a look-up: the session calls this off the event loop, for the target's own file,
-        before the view is shown. A summary costs time in proportion to the report's layers, and a
-        line may build hundreds of modules."""
-        for info in list(self.lines_in(file).values()):
-            defined = self.line_modules([path for path in info.defined if path])
-            if defined:
-                self.module_summary(defined)
-            if info.instances:
-                self.module_summary(info.instances)
+        """Compute the module summaries that the hints of ``file``'s lines show (:meth:`hint_paths`)
+        now, so that answering its hints is a look-up: the session calls this off the event loop,
+        for the target's own file, before the view is shown. A summary costs time in proportion to
+        the report's layers, and a line may build hundreds of modules."""
+        for paths in self.hint_paths(file):
+            self.module_summary(paths)
 
     @staticmethod
     def _shared(layers: list[dict]) -> dict[str, Any]:

@@ -59,9 +59,11 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
 
 
 def write_result(path: str, result: dict[str, Any]) -> None:
-    """Write ``result`` as JSON to ``path`` atomically (temporary name, then rename)."""
+    """Write ``result`` as compact JSON to ``path`` atomically (temporary name, then rename):
+    compact, because the server's result cache keeps the text as it was read
+    (:mod:`.result_text`)."""
     temporary = Path(path).with_suffix(".partial")
-    temporary.write_text(json.dumps(result, allow_nan=False, default=str), encoding="utf-8")
+    temporary.write_text(json.dumps(result, allow_nan=False, default=str, separators=(",", ":")), encoding="utf-8")
     os.replace(temporary, path)
 
 

@@ -170,7 +170,8 @@ class WarmParent:
         workspace at ``root`` name) before its next job: at once when it is ready, else as soon as
         it is; each entry once."""
         known = self.imports.setdefault(root, [])
-        new = [entry for entry in dict.fromkeys(entries) if entry not in known]
+        seen = set(known)  # a file may import hundreds: no quadratic search on the event loop
+        new = [entry for entry in dict.fromkeys(entries) if entry not in seen]
         if not new:
             return
         known += new

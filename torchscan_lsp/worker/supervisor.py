@@ -7,15 +7,15 @@ its exit status. Never imports torch.
 * :func:`supervise` waits for the process, polling its resident memory every
   :data:`POLL_S` seconds; past the time or memory limit it asks the process for its Python stack
   (``SIGUSR1``), then kills its process group. Cancelling the awaiting task kills it at once.
-* :func:`outcome` reads the result the process wrote, or explains why there is none (a limit, a
-  signal, an exit status), locating the diagnostic from the last stack dump when there is one.
+* :func:`outcome` reads the result the process wrote (in pieces, :mod:`.result_text`), or explains
+  why there is none (a limit, a signal, an exit status), locating the diagnostic from the last
+  stack dump when there is one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -26,6 +26,7 @@ from typing import Any, Mapping, Protocol
 from torchscan_lsp.contract.messages import failure
 from torchscan_lsp.contract.tracebacks import traceback_text
 from torchscan_lsp.worker.limits import job_rss_bytes, memory_message, timeout_message
+from torchscan_lsp.worker import result_text
 from torchscan_lsp.worker.postmortem import last_stack_location, last_traceback_location, read_end
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,8 @@ def outcome(job: Mapping[str, Any], status: int | None, limit: str | None, *, re
     if limit == "memory":
         return failure(job.get("target"), "memory", memory_message(memory_mb or 0), **located)
     try:
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        # in pieces: one call of the C decoder would hold the interpreter lock from the event loop
+        result = result_text.loads(result_path.read_text(encoding="utf-8"), result_text.RESULT_LEVELS)
     except (OSError, ValueError):
         message = f"the worker process ended without a result ({_ended(status)})"
         return failure(job.get("target"), "crash", message, **located)
