@@ -172,10 +172,8 @@ class WarmParent:
         known = self.imports.setdefault(root, [])
         seen = set(known)  # a file may import hundreds: no quadratic search on the event loop
         new = [entry for entry in dict.fromkeys(entries) if entry not in seen]
-        if not new:
-            return
         known += new
-        if self._ready is not None and self._ready.done() and self.alive:
+        if new and self._ready is not None and self._ready.done() and self.alive:
             self._write({"import": new, "root": root})
 
     def _write(self, request: ImportRequest | PreloadRequest | LingerRequest) -> None:
