@@ -5,8 +5,8 @@
 For a ResNet-18-like net and a small GPT, each layer replayed alone: a layer whose working set
 (inputs, parameters, outputs) exceeds the last-level cache must stream it from memory, so its
 roofline is a lower bound of its measured median; the layers measured faster than their roofline
-are exactly those flagged cache-resident (their data stayed in a cache between replays), and none is
-faster than the compute peak. Both models are sized so that some layers exceed the cache (32 MiB
+are exactly those flagged cache-resident (their data stayed in a cache between replays) or above the
+compute peak, which only a convolution may be (an algorithm that multiplies less than it counts). Both models are sized so that some layers exceed the cache (32 MiB
 here) by far and others fit in it; on a machine whose cache size cannot be read the test says so.
 """
 
@@ -182,8 +182,12 @@ def check(roofline):
         assert record["roofline_time"]["known_value"] <= median, record
     broke = {r["path"] for r in timed if r["roofline_time"]["known_value"] > r["measured"]["latency"]["value"]}
     cached = {r["path"] for r in timed if r["measured"]["cache_resident"]}
-    assert broke == cached
-    assert not [r["path"] for r in timed if r["measured"]["above_compute_peak"]]
+    above = {r["path"] for r in timed if r["measured"]["above_compute_peak"]}
+    assert broke == cached | above  # every call that beat its roofline says which term it beat
+    # The peak is a matrix product's rate: only a convolution may beat it, with an algorithm that
+    # multiplies less than its counted FLOPs (oneDNN's 3x3 kernels on some CPUs: 1.7x the rate of
+    # torch.mm, counted); a product, a normalisation or an activation never does.
+    assert {r["type"] for r in timed if r["path"] in above} <= {"Conv2d"}
     for record in timed:  # a fraction of the roofline is never above 100 %
         fraction = record["measured"]["fraction_of_roofline"]
         assert fraction is None or 0 < fraction <= 1

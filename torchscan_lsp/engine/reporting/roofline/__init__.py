@@ -91,8 +91,9 @@ def roofline_report(
         diagnostics.append(make_diagnostic(
             "roofline_above_compute_peak", "roofline_time",
             f"{len(above)} call(s) ran faster than the measured compute peak allows ({', '.join(r['path'] for r in above[:4])}): "
-            "the peak was measured while the machine was busier, or the counted FLOPs exceed what the kernel did; "
-            "measure the ceilings again on a quiet machine", severity="warning"))
+            "the counted FLOPs exceed what the kernel did (a convolution algorithm such as Winograd's multiplies "
+            "less), or the peak was measured while the machine was busier (measure the ceilings again on a quiet "
+            "machine)", severity="warning"))
     if metric_value(ceilings["peak_flops"]) is None:
         diagnostics.append(make_diagnostic(
             "roofline_no_peak", "roofline_time",
