@@ -257,3 +257,28 @@ async def test_a_server_that_stops_before_the_warm_parent_is_ready_leaves_it_its
         for pid in daemons:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_killed_shared_warm_parent_is_said_so_and_the_next_job_gets_a_new_one(
+        shared_env, tmp_path, monkeypatch, caplog):
+    import logging
+    import signal
+
+    monkeypatch.setenv("WIDTH", "2")
+    parent = pool.WarmParent(PYTHON)
+    assert await parent.ensure_started()
+    try:
+        warm, _ = await _job(parent, shared_env, tmp_path, "a")
+        with caplog.at_level(logging.INFO, logger="torchscan_lsp.worker.pool"):
+            os.kill(warm, signal.SIGKILL)
+            assert await asyncio.to_thread(_wait_until, lambda: parent.retired is not None)
+        assert parent.retired == "the shared warm worker ended"
+        assert any("retires (the shared warm worker ended)" in r.getMessage() for r in caplog.records)
+        successor = pool.WarmParent(PYTHON)  # what the pool makes of a retired parent
+        assert await successor.ensure_started()
+        (tmp_path / "parent").unlink()
+        forked, result = await _job(successor, shared_env, tmp_path, "b")
+        assert forked != warm and _parameters(result) == 4 * 2 + 2
+        successor.close()
+    finally:
+        parent.close()

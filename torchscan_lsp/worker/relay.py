@@ -114,6 +114,8 @@ def main() -> int:
             break
         ended = relay(client)
         client.close()
+        if ended == "parent":  # the server would log this process's status as the warm parent's
+            os.write(1, json.dumps({"event": "retire", "message": "the shared warm worker ended"}).encode() + b"\n")
         if ended != "early":
             return 0
     os.execv(sys.executable, [sys.executable, "-m", "torchscan_lsp.worker.zygote", *sys.argv[1:]])
