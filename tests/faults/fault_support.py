@@ -70,8 +70,9 @@ def _cmdline(pid: int) -> str:
 def warm_parents(server_pid: int) -> list[int]:
     """The server's warm parent processes (its children running the zygote; their forked job
     children share that command line, one level further down)."""
+    # each process's stat read once: one that exits between two reads has none the second time
     return [p for p in descendants(server_pid)
-            if "torchscan_lsp.worker.zygote" in _cmdline(p) and _stat(p) is not None and _stat(p)[1] == server_pid]
+            if "torchscan_lsp.worker.zygote" in _cmdline(p) and (stat := _stat(p)) is not None and stat[1] == server_pid]
 
 
 def job_processes(server_pid: int) -> list[int]:
@@ -86,7 +87,7 @@ def jobs(server_pid: int) -> list[int]:
     starts) that are not warm parents."""
     parents = set(warm_parents(server_pid))
     return [p for p in descendants(server_pid)
-            if p not in parents and _stat(p) is not None and _stat(p)[1] in parents | {server_pid}]
+            if p not in parents and (stat := _stat(p)) is not None and stat[1] in parents | {server_pid}]
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
