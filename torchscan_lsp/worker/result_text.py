@@ -118,13 +118,9 @@ def _object(text: str, index: int, levels: int) -> tuple[TextObject, int]:
         start = _skip(text, index + 1)
         item, index = _value(text, start, levels)
         found._add(key, item, start, index)
-        index = _skip(text, index)
-        separator = text[index:index + 1]
-        if separator == "}":
-            return found, index + 1
-        if separator != ",":
-            raise JSONDecodeError("Expecting ',' delimiter", text, index)
-        index = _skip(text, index + 1)
+        index, ended = _next_member(text, index, "}")
+        if ended:
+            return found, index
 
 
 def _array(text: str, index: int, levels: int) -> tuple[list, int]:
@@ -135,10 +131,22 @@ def _array(text: str, index: int, levels: int) -> tuple[list, int]:
     while True:
         item, index = _value(text, index, levels)
         found.append(item)
-        index = _skip(text, index)
-        separator = text[index:index + 1]
-        if separator == "]":
-            return found, index + 1
-        if separator != ",":
-            raise JSONDecodeError("Expecting ',' delimiter", text, index)
-        index = _skip(text, index + 1)
+        index, ended = _next_member(text, index, "]")
+        if ended:
+            return found, index
+
+
+def _next_member(text: str, index: int, closing: str) -> tuple[int, bool]:
+    """After a member of an object or array: past the ``,`` to the next member (``False``), or
+    past ``closing`` (``True``).
+
+    Raises:
+        JSONDecodeError: neither follows, as ``json.loads`` says it.
+    """
+    index = _skip(text, index)
+    separator = text[index:index + 1]
+    if separator == closing:
+        return index + 1, True
+    if separator != ",":
+        raise JSONDecodeError("Expecting ',' delimiter", text, index)
+    return _skip(text, index + 1), False
