@@ -107,6 +107,10 @@ class Settings:
         return self.python or sys.executable
 
 
+ZERO_ALLOWED = frozenset({"keepWarmMinutes"})
+"""Number settings for which 0 is a value (it turns something off), not a mistake."""
+
+
 def _camel(name: str) -> str:
     """``timeout_seconds`` → ``timeoutSeconds``; camelCase names pass unchanged."""
     return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
@@ -137,7 +141,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         return None
     if name == "roofline":
         return roofline_setting(value)
-    if name == "keepWarmMinutes" and isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
+    if name in ZERO_ALLOWED and isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
         return 0.0
     if isinstance(default, bool):
         if isinstance(value, bool):
@@ -161,7 +165,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     elif name == "python" and isinstance(value, str):
         return None
     expected = {bool: "true or false", int: "a positive integer", float: "a positive number"}.get(type(default), "a string")
-    if name == "keepWarmMinutes":
+    if name in ZERO_ALLOWED:
         expected = "a number, 0 or more"
     raise ValueError(f"setting {SECTION}.{name} must be {expected}, got {value!r}")
 

@@ -21,6 +21,7 @@ Never imports torch itself: :func:`cuda_initialized` looks only at a torch that 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -279,10 +280,14 @@ def drop_shadowed(packages: Iterable[str], folders: Iterable[str]) -> list[str]:
     ``NAME/__init__.py``), with its submodules, so the job imports the workspace's own. Returns
     the packages dropped."""
     dropped = []
-    folders = [f for f in folders if f]
+    listed = []  # each folder read once: a job checks hundreds of packages (loaded_packages)
+    for folder in dict.fromkeys(f for f in folders if f):
+        with contextlib.suppress(OSError):
+            listed.append((folder, set(os.listdir(folder))))
     for package in packages:
-        if any(os.path.isfile(os.path.join(f, package + ".py")) or os.path.isfile(os.path.join(f, package, "__init__.py"))
-               for f in folders):
+        if any((f"{package}.py" in names and os.path.isfile(os.path.join(folder, f"{package}.py")))
+               or (package in names and os.path.isfile(os.path.join(folder, package, "__init__.py")))
+               for folder, names in listed):
             for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
                 del sys.modules[name]
             dropped.append(package)
