@@ -82,12 +82,29 @@ def job_processes(server_pid: int) -> list[int]:
     return [p for p in descendants(server_pid) if p not in parents]
 
 
+def _cwd(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+
+
 def jobs(server_pid: int) -> list[int]:
-    """The server's running jobs: children of its warm parents, and its own children (cold
-    starts) that are not warm parents."""
+    """The server's running jobs: children of its warm parents that entered their workspace, and
+    its own children (cold starts) that are not warm parents.
+
+    A warm parent's other child, the probe that tries libraries to preload, stays in the parent's
+    folder ``/``; a job changes to its workspace first thing (so it counts from then on).
+    """
     parents = set(warm_parents(server_pid))
-    return [p for p in descendants(server_pid)
-            if p not in parents and (stat := _stat(p)) is not None and stat[1] in parents | {server_pid}]
+    found = []
+    for p in descendants(server_pid):
+        stat = _stat(p)
+        if p in parents or stat is None:
+            continue
+        if stat[1] == server_pid or (stat[1] in parents and _cwd(p) not in (None, "/")):
+            found.append(p)
+    return found
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:

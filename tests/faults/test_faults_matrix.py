@@ -211,7 +211,7 @@ async def test_hundred_saves_in_a_second(client):
     assert state == "done" and "500 params" in message, message  # nn.Linear(4, 100): 400 + 100
     done = [m for u, s, m in client.status.events[since:] if u == uri and s == "done"]
     assert done == [message]  # only the last save's result was published
-    assert peak <= 1, peak_seen  # never two jobs of one target at once
+    assert peak == 1, peak_seen  # jobs were seen, never two of one target at once
     await _survived(client)
 
 

@@ -9,7 +9,7 @@ retires the parent (its successor skips it). Further candidates arrive from the 
 jobs (:meth:`Learner.child_ended`) and from the server's ``preload`` requests
 (:meth:`Learner.offer`). While no job runs (learning must not take a core from an analysis
 someone waits for), one probe child at a time imports a batch
-(:func:`.preload.probe`); when it ends, what it accepted is imported into the parent one module at
+(:func:`.preload.probe`), at the lowest scheduling priority, since a job may start before it ends; when it ends, what it accepted is imported into the parent one module at
 a time while no job runs (:meth:`Learner.import_some`: a job that arrives meanwhile is forked at
 once and imports the rest itself), and the parent sends one event::
 
@@ -198,6 +198,9 @@ def _run_probe(candidates: list[tuple[str, str | None]], answer: str, inherited:
     status = 70
     try:
         isolate_forked_child(inherited, parent)
+        # A job forked while this probe runs gets the core: the probe starts only while no job
+        # runs, but a save may come before it ends.
+        os.nice(19)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # what a library prints while importing goes nowhere
             os.dup2(null, fd)
