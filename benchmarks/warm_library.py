@@ -18,7 +18,9 @@ run's.
 
 Printed per server, run and open: the first hints on opening and every save's time, from the first;
 then over all runs the median and maximum of the saves and the median first hints (goals: median
-save at most 0.5 s, no save over 1.2 s). ``--baseline DIR`` runs the server of another checkout too
+save at most 0.5 s, no save over 1.2 s). Each run also times the floor of a cold open: a fresh
+interpreter that only runs the file's import statements (torch and the library's model code), the
+work no analysis of that file can skip; the median first hints of a cold open are printed over it. ``--baseline DIR`` runs the server of another checkout too
 (started in ``DIR``, so that ``python -m torchscan_lsp`` imports that copy; make one with
 ``mkdir /tmp/before && git archive main | tar -x -C /tmp/before``), interleaved run for run, and
 prints the ratio of the medians of the first hints, this checkout over the baseline, cold and
@@ -31,9 +33,11 @@ run of 4 saves).
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,6 +89,18 @@ async def one_run(checkout: Path, saves: int, runtime: Path, keep_s: float) -> d
     return {"first": first, "saves": times}
 
 
+def bare_imports_s(text: str) -> float:
+    """Seconds a fresh interpreter (this one's) takes to run only the top-level import statements
+    of the module ``text`` (after ``import torch``), in an empty folder: the floor of a cold open."""
+    tree = ast.parse(text)
+    source = "\n".join(["import torch", *(ast.get_source_segment(text, node) or "" for node in tree.body
+                                           if isinstance(node, (ast.Import, ast.ImportFrom)))])
+    with tempfile.TemporaryDirectory(prefix="torchscan-bare-imports-") as folder:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", source], cwd=folder, check=True)
+        return time.perf_counter() - started
+
+
 async def _hints(session: Session, uri: str, path: Path) -> None:
     lines = path.read_text(encoding="utf-8").count("\n") + 1
     found = await session.client.text_document_inlay_hint_async(types.InlayHintParams(
@@ -104,7 +120,9 @@ async def main() -> None:
     servers = {"this checkout": REPO} | ({f"baseline {args.baseline}": Path(args.baseline).resolve()}
                                         if args.baseline else {})
     found: dict[tuple[str, str], list[dict]] = {(name, open_): [] for name in servers for open_ in OPENS}
+    floors = []
     for _ in range(runs):  # interleaved: a slow phase of a shared machine hits both checkouts
+        floors.append(bare_imports_s(example_text("gpt2")))
         for name, checkout in servers.items():
             with tempfile.TemporaryDirectory(prefix="torchscan-warm-library-run-") as runtime:
                 os.chmod(runtime, 0o700)
@@ -124,6 +142,11 @@ async def main() -> None:
         print(f"  saves: median {median:.2f} (goal <= {GOALS['median save']}), max {worst:.2f} "
               f"(goal <= {GOALS['max save']}); first hints: median {statistics.median(firsts):.2f}, "
               f"min {min(firsts):.2f}, max {max(firsts):.2f}")
+        if open_ == "cold":
+            print(f"  cold first hints over the bare imports: {statistics.median(firsts) - statistics.median(floors):+.2f}")
+    shown = " ".join(f"{t:.2f}" for t in floors)
+    print(f" bare imports of the file (torch and its import statements) in a fresh interpreter: {shown}; "
+          f"median {statistics.median(floors):.2f}")
     if args.baseline:
         for open_ in OPENS:
             now, before = (statistics.median(r["first"] for r in found[name, open_]) for name in servers)
