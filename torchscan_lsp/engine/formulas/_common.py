@@ -140,16 +140,26 @@ def unsupported(module: nn.Module) -> int:
 
     The class is named so that it never reads like a ``torch.nn`` namesake: a class outside torch by
     its module-qualified name (``examples.gpt.LayerNorm``, a model's own norm), a class of PyTorch's
-    quantization namespaces in full, any other torch class by its name.
+    quantization namespaces in full, any other torch class by its name. A subclass of a torch layer
+    that replaces its ``forward`` says so: the layer's formula would count what it no longer runs.
     """
     cls = type(module)
     where = getattr(cls, "__module__", "") or ""
-    if where == "torch" or where.startswith("torch."):
+    if _in_torch(cls):
         name = type_name(cls)
     else:
         name = f"{where}.{cls.__qualname__.rpartition('<locals>.')[2]}" if where else cls.__qualname__
+    replaced = next((k for k in cls.__mro__[1:] if k is not nn.Module and _in_torch(k) and "forward" in vars(k)), None)
+    if replaced is not None and not _in_torch(cls):
+        name += (f" (its forward replaces {type_name(replaced)}'s, so the {type_name(replaced)} formula does "
+                 "not describe what it computes)")
     warnings.warn(f"Module type not supported: {name}", UserWarning, stacklevel=3)
     return 0
+
+
+def _in_torch(cls: type) -> bool:
+    where = getattr(cls, "__module__", "") or ""
+    return where == "torch" or where.startswith("torch.")
 
 
 def lower_bound(message: str) -> None:

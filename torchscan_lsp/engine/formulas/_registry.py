@@ -8,8 +8,10 @@ dictionary access.
 
 A family for classes the engine cannot import (third-party modules, ``formulas/library.py``) has no
 ``types`` and a ``match(module)`` predicate instead: structural duck typing on the instance. Such
-families come after every type-based one, so a subclass of a torch module keeps its torch formula.
-The class cache then holds the ordered structural candidates, and only those predicates run per call
+families come after every type-based one, so a subclass of a torch module keeps its torch formula,
+unless it computes otherwise: a subclass whose ``forward`` is written outside torch (loralib's
+``Linear`` adding its low-rank product, a ``Conv2d`` that pads first) is covered by no type-based
+family (:func:`overridden_forward`), since what its formula counts is not what it runs. The class cache then holds the ordered structural candidates, and only those predicates run per call
 (the instance decides: two instances of one class may differ, e.g. with and without a weight).
 """
 
@@ -40,6 +42,25 @@ class Family:
     #: for classes the engine does not import: True when this family covers the module (a module
     #: that is an instance of ``types`` is covered whatever ``match`` says)
     match: Callable[[nn.Module], bool] | None = None
+    #: for a subclass of ``types`` whose ``forward`` is written outside torch: True when these
+    #: formulas describe that ``forward`` too (transformers' scaled embeddings); without it no such
+    #: subclass is covered (:func:`overridden_forward`)
+    covers_forward: Callable[[type], bool] | None = None
+
+
+def _torch_class(cls: type) -> bool:
+    where = getattr(cls, "__module__", "") or ""
+    return where == "torch" or where.startswith("torch.")
+
+
+def overridden_forward(cls: type, types: tuple[type, ...]) -> type | None:
+    """The class outside torch that defines the ``forward`` a subclass ``cls`` of ``types`` runs, in
+    place of the torch class's own; ``None`` when ``cls`` runs a torch class's ``forward`` (its own,
+    inherited or through ``parametrize``'s generated subclass, which defines none)."""
+    if not issubclass(cls, types):
+        return None
+    owner = next((k for k in cls.__mro__ if "forward" in vars(k)), None)
+    return None if owner is None or _torch_class(owner) else owner
 
 
 class Registry:
@@ -54,6 +75,9 @@ class Registry:
         structural: list[Family] = []
         for family in self.families:
             if issubclass(cls, family.types):
+                if overridden_forward(cls, family.types) is not None and not (
+                        family.covers_forward is not None and family.covers_forward(cls)):
+                    continue
                 if not structural:
                     return family
                 structural.append(family)

@@ -63,7 +63,10 @@ _SCALED_NAMES = frozenset(("super", "forward", "embed_scale", "to", "weight", "d
 
 def _scaled(module: nn.Embedding) -> bool:
     """Whether ``module``'s class overrides ``forward`` with ``super().forward(ids) * embed_scale``."""
-    cls = type(module)
+    return _scaled_class(type(module))
+
+
+def _scaled_class(cls: type) -> bool:
     if cls.forward is nn.Embedding.forward:
         return False
     names = forward_names(cls)
@@ -136,7 +139,8 @@ def rf_embeddingbag(module: nn.EmbeddingBag, x=None, y=None):
 
 
 FAMILIES = [
-    Family("embedding", (nn.Embedding,), flops_embedding, macs_embedding, dmas_embedding, rf_embedding),
+    Family("embedding", (nn.Embedding,), flops_embedding, macs_embedding, dmas_embedding, rf_embedding,
+           covers_forward=_scaled_class),
     Family("embedding_bag", (nn.EmbeddingBag,), flops_embeddingbag, macs_embeddingbag, dmas_embeddingbag,
            rf_embeddingbag),
 ]
