@@ -112,3 +112,41 @@ def test_a_library_model_built_over_several_lines_is_named_by_its_class(tmp_path
     # embeddings 32·16 = 512; one layer: q 16·16, k and v 16·8, o 16·16 (768), gate, up 16·32 and
     # down 32·16 (1,536), two norms of 16; the final norm 16: 512 + 768 + 1,536 + 32 + 16 = 2,864
     assert hints[line].startswith("2.86k params · ") and "modules" not in hints[line]
+
+
+def test_a_line_of_many_module_calls_lists_the_first(tmp_path):
+    # blocks i = 0..5 are Linear(4, 4 + i), each called on x[..., :4] of the (1, 4 + 5) input:
+    # the line's outputs are (1, 4), (1, 5), ..., (1, 9); the hover, which speaks of first runs,
+    # lists the first four of the six calls
+    text = write(tmp_path, {"calls.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Fan(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(4, 4 + i) for i in range(6)])
+
+            def forward(self, x):
+                outs = []
+                for block in self.blocks:
+                    outs.append(block(x[..., :4]))
+                return outs
+
+
+        def build():
+            return Fan(), (torch.zeros(1, 9),)
+    """})["calls.py"]
+    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "calls.py"), "target": "build",
+                      "options": {}})
+    assert result["ok"] is True, result
+    result = json.loads(json.dumps(result))
+
+    class Target:
+        name, line, column, annotation_line, options = "build", line_of(text, "def build"), 0, 0, {}
+
+    state = TargetState(key=TargetKey(str(tmp_path), "calls.py", "build"), target=Target(), view=ResultView(result))
+    hover = build_hover("calls.py", line_of(text, "outs.append(block("), [state], text.splitlines())
+    assert ("Module calls on this line: 6 (first 4): `blocks.0` → (1, 4), `blocks.1` → (1, 5), "
+            "`blocks.2` → (1, 6), `blocks.3` → (1, 7)") in hover, hover

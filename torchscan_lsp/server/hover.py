@@ -281,8 +281,8 @@ def build_hover(rel: str, line: int, states: list[TargetState], current: list[st
             parts.append(module_card(view, info.instances, headline))
         if info.called:
             calls = outermost(info.called)
-            outputs = ", ".join(f"{fmt.layer_name(p, '`')} → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[-4:])
-            parts.append(f"Module calls on this line: {len(calls)}" + (" (last 4)" if len(calls) > 4 else "") + f": {outputs}")
+            outputs = ", ".join(f"{fmt.layer_name(p, '`')} → {labels.shape(view.by_key[(p, i)].get('output'))}" for p, i in calls[:4])
+            parts.append(f"Module calls on this line: {len(calls)}" + (" (first 4)" if len(calls) > 4 else "") + f": {outputs}")
             called = list(dict.fromkeys(p for p, _ in calls))
             if not info.defined and len(called) == 1 and view.library_module(called[0]):
                 parts.append(module_card(view, called, headline))  # a library model: its children
