@@ -9,6 +9,14 @@ Conventions (the reference contract's; docs/formulas.md):
   accumulator): ``in·Ny``. PyTorch's ``FlopCounterMode`` counts ``2·MACs`` for the same ``addmm``.
 * DMAs: read the input, read every parameter once, write the output: ``Nx + P + Ny``.
 * Receptive field: the reference treats Linear as position-wise: ``(1.0, 1.0, 0.0)``.
+
+``nn.Bilinear`` (``y_k = x1ᵀ W_k x2 + b_k``, ``x1 (..., a)``, ``x2 (..., b)``, ``o`` outputs, ``T``
+tokens), in the order PyTorch's ``_trilinear`` kernel computes it: ``x1ᵀ W_k`` (``b`` dot products
+of length ``a``), then its dot product with ``x2`` (length ``b``):
+
+* FLOPs: ``o·T·(b·(2a − 1) + 2b − 1) + [bias]·o·T``.
+* MACs: ``o·T·(a·b + b)``.
+* DMAs: ``Nx1 + Nx2 + P + Ny``; receptive field position-wise.
 """
 
 from __future__ import annotations
@@ -17,10 +25,11 @@ import math
 
 from torch import nn
 
-from ._common import input_tensor, num_params, numel, rf_pointwise, shape
+from ._common import as_inputs, input_tensor, num_params, numel, rf_pointwise, shape
 from ._registry import Family
 
-__all__ = ["dmas_linear", "flops_linear", "macs_linear", "rf_linear"]
+__all__ = ["dmas_bilinear", "dmas_linear", "flops_bilinear", "flops_linear", "macs_bilinear", "macs_linear",
+           "rf_linear"]
 
 
 def _tokens(x) -> int:
@@ -48,4 +57,32 @@ def dmas_linear(module: nn.Linear, x, y, *, inputs=None) -> int:
 
 rf_linear = rf_pointwise
 
-FAMILIES = [Family("linear", (nn.Linear,), flops_linear, macs_linear, dmas_linear, rf_linear)]
+
+def _bilinear_sizes(module: nn.Bilinear, x) -> tuple[int, int, int, int]:
+    """``(a, b, o, T)`` of a Bilinear call whose first input is ``x``."""
+    return module.in1_features, module.in2_features, module.out_features, _tokens(x)
+
+
+def flops_bilinear(module: nn.Bilinear, inputs, out=None) -> int:
+    """``o·T·(b·(2a − 1) + 2b − 1) + [bias]·o·T``."""
+    a, b, o, tokens = _bilinear_sizes(module, input_tensor(inputs, module))
+    return o * tokens * (b * (2 * a - 1) + 2 * b - 1 + (module.bias is not None))
+
+
+def macs_bilinear(module: nn.Bilinear, x, y, *, inputs=None) -> int:
+    """``o·T·(a·b + b)``."""
+    a, b, o, tokens = _bilinear_sizes(module, x)
+    return o * tokens * (a * b + b)
+
+
+def dmas_bilinear(module: nn.Bilinear, x, y, *, inputs=None) -> int:
+    """``Nx1 + Nx2 + P + Ny`` (``x2`` from ``inputs``; without it, ``x2`` is taken as ``x``'s
+    tokens times ``in2_features``)."""
+    ordered = as_inputs(inputs) if inputs is not None else ()
+    second = ordered[1] if len(ordered) > 1 else None
+    x2 = numel(second) if second is not None else _tokens(x) * module.in2_features
+    return numel(x) + x2 + num_params(module) + numel(y)
+
+
+FAMILIES = [Family("linear", (nn.Linear,), flops_linear, macs_linear, dmas_linear, rf_linear),
+            Family("bilinear", (nn.Bilinear,), flops_bilinear, macs_bilinear, dmas_bilinear, rf_linear)]

@@ -21,6 +21,7 @@ import torch
 from torch.utils import flop_counter as _fc
 
 from ._base import arg, is_shape, numel
+from .matmul import trilinear_macs as _trilinear_macs
 from .attention import _ENCODER_NAMES, _mha_args, encoder_layer_breakdown, native_mha_breakdown, sequence_lengths
 from .recurrent import rnn_layer_breakdown
 
@@ -64,6 +65,12 @@ def addmm_macs(_self: Any, a: Any, b: Any, *args: Any, out_shape: Any = None, **
 def addbmm_macs(_self: Any, b1: Any, b2: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     """B*M*K*N: the B products summed into one matrix (the sum is the accumulation)."""
     return _product(b1, b2)
+
+
+@_register("_trilinear")
+def trilinear_macs(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    """The two sum-products of ``nn.Bilinear``'s operator (:func:`.matmul.trilinear_macs`)."""
+    return _trilinear_macs(*args, **kwargs)
 
 
 @_register("mv", "addmv")

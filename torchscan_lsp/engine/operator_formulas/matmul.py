@@ -45,6 +45,36 @@ def addr_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     return 2 * out_numel(out_shape)
 
 
+def trilinear_macs(*args: Any, **kwargs: Any) -> int:
+    """Multiply-accumulates of ``aten._trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)``,
+    as PyTorch's kernel (``_trilinear`` in ATen's ``Linear.cpp``) computes it: each input gets
+    size-1 axes at its ``expand`` positions; a summed axis where ``i1`` and ``i2`` both have extent
+    and ``i3`` has none is reduced in the first product ``i1·i2``, the other summed axes in the
+    second, ``(i1·i2)·i3``; a sum-product costs one MAC per element of its operands' broadcast.
+    ``nn.Bilinear`` (``x1 (N, a)``, ``W (o, a, b)``, ``x2 (N, b)``): ``N·o·a·b + N·o·b``."""
+    if len(args) < 7 or not all(is_shape(a) for a in args[:3]):
+        return 0
+    shapes = []
+    for operand, expand in zip(args[:3], args[3:6]):
+        full, source = [], iter(operand)
+        for axis in range(len(operand) + len(expand)):
+            full.append(1 if axis in expand else next(source))
+        shapes.append(full)
+    i1, i2, i3 = shapes
+    summed = set(args[6])
+    first = [max(a, b) for a, b in zip(i1, i2)]
+    reduced = [1 if axis in summed and i1[axis] != 1 and i2[axis] != 1 and i3[axis] == 1 else size
+               for axis, size in enumerate(first)]
+    second = [max(a, b) for a, b in zip(reduced, i3)]
+    return math.prod(first) + math.prod(second)
+
+
+@register("_trilinear", family="matmul")
+def trilinear_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    """2 per multiply-accumulate of :func:`trilinear_macs` (PyTorch's convention for products)."""
+    return 2 * trilinear_macs(*args, **kwargs)
+
+
 @register("_addmm_activation", family="matmul")
 def addmm_activation_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     """2*M*N*K (as addmm) plus the fused activation on the M*N outputs: ReLU 1 or GELU (tanh
