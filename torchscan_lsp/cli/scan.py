@@ -188,6 +188,8 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
         if not out.failed:
             message = f"no target named '{args.target}' found" if args.target else NO_TARGET
             out.problem(", ".join(display(p) for p in paths), None, message)
+        if args.html:
+            write_html(Path(args.html), session, [], out)  # says that no report was written
         if args.format == "json":
             print("[]", file=stdout)  # stdout stays one JSON array
         return 1
