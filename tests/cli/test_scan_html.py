@@ -52,3 +52,47 @@ def test_same_target_name_in_two_files_gets_two_pages(tmp_path, monkeypatch, cap
 def test_page_names_are_distinct(shown, expected):
     results = [{"file": file, "target": target} for file, target in shown]
     assert html_paths(Path("report.html"), results) == [Path(name) for name in expected]
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        pytest.param("""
+            import torch.nn as nn
+
+
+            # torchscan: input_shape=(4,)
+            def build():
+                raise ValueError("no model for you")
+        """, "net.py:6: error: 'build' failed: ValueError: no model for you", id="factory-raises"),
+        pytest.param("""
+            import os
+
+            import torch.nn as nn
+
+
+            # torchscan: input_shape=(4,)
+            class Quits(nn.Module):
+                def forward(self, x):
+                    os._exit(3)
+        """, "net.py:7: error: 'Quits' crashed: the worker process ended without a result (exit status 3)",
+            id="forward-exits"),
+        pytest.param("""
+            # torchscan: input_shape=(4,)
+            def build(:
+                pass
+        """, "net.py:2: error: syntax error", id="no-target-found"),
+    ],
+)
+def test_no_page_when_no_target_was_analysed(tmp_path, monkeypatch, capsys, source, error):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "models"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"net.py": source})
+    assert main(["scan", "net.py"]) == 1
+    alone = capsys.readouterr().err.splitlines()
+    assert main(["scan", "net.py", "--html", "out.html"]) == 1  # as without --html
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(error), err
+    assert err == alone + ["out.html: error: no HTML report written: no target was analysed successfully"]
+    assert "Traceback" not in "\n".join(err)
+    assert not list(tmp_path.glob("out*.html"))

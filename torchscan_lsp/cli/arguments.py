@@ -18,8 +18,10 @@ __all__ = ["NO_TARGET", "ROOT_HELP", "add_paths", "add_workspace_arguments", "no
 
 ROOT_HELP = ("workspace root, for imports and the [tool.torchscan-lsp] defaults (default: the nearest folder "
              "at or above the first PATH that holds pyproject.toml or .git, else the current folder when it "
-             "holds every PATH, else the first PATH's folder)")
-"""The one rule of :func:`torchscan_lsp.session.workspace.find_root`, in words."""
+             "holds every PATH, else the first PATH's folder); a PATH outside it is analysed under the root it "
+             "has alone")
+"""The one rule of :func:`torchscan_lsp.session.workspace.find_root` (and of
+:func:`~torchscan_lsp.session.workspace.file_root`), in words."""
 
 NO_TARGET = ("no annotated model found; put '# torchscan: input_shape=(...)' on the line above a "
              "zero-argument model factory or nn.Module class")

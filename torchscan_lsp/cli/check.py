@@ -121,28 +121,33 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
     from torchscan_lsp.server.positions import Lines
     from torchscan_lsp.session.budgets import OVER_BUDGET_CODES
 
-    reported = {d.rel: d for d in documents}
+    # by root and workspace-relative name: files under two roots (a path outside the command's
+    # root has its own) may share a name
+    reported = {(d.root, d.rel): d for d in documents}
     for state in list(session.store.targets.values()):
         # the workspace's files; a library file the model ran through gets hints where an editor opens it
-        for rel in sorted(name for name in state.files - set(reported) if not is_library(name)):
-            path = root / rel
+        owner = state.key.root
+        for rel in sorted(name for name in state.files if (owner, name) not in reported and not is_library(name)):
+            path = Path(owner, rel)
             if path.is_file():
-                reported[rel] = session.open(str(path), str(root), path.read_text(encoding="utf-8", errors="replace"))
+                reported[owner, rel] = session.open(str(path), owner, path.read_text(encoding="utf-8", errors="replace"))
 
     severity = {types.DiagnosticSeverity.Error: "error", types.DiagnosticSeverity.Warning: "warning",
                 types.DiagnosticSeverity.Information: "info", types.DiagnosticSeverity.Hint: "hint"}
     entries = [Entry(_display(path), _rel(path, root), 1, 1, "error", problem, "unreadable")
                for path, problem in unreadable]
     errors, exceeded = len(unreadable), 0
-    broken = session.config_error(str(root))  # said once, at its lines, not again on every target
-    for problem in getattr(broken, "problems", None) or ([broken] if broken is not None else []):
-        entries.append(Entry(_display(root / "pyproject.toml"), "pyproject.toml", problem.line or 1, 1, "error",
-                             f"{problem.message}; the workspace defaults are not applied", "workspace-config"))
-        errors += 1
+    for workspace in dict.fromkeys([str(root), *(d.root for d in reported.values())]):
+        broken = session.config_error(workspace)  # said once, at its lines, not again on every target
+        table = Path(workspace, "pyproject.toml")
+        for problem in getattr(broken, "problems", None) or ([broken] if broken is not None else []):
+            entries.append(Entry(_display(table), _rel(table, root), problem.line or 1, 1, "error",
+                                 f"{problem.message}; the workspace defaults are not applied", "workspace-config"))
+            errors += 1
     explicit = {str(f.path) for f in files if f.explicit}
     settings = session.settings
     places = Places(session)
-    for rel, document in reported.items():
+    for (_, rel), document in reported.items():
         lines = Lines(document.text, len)
         states = session.store.states_for_file(document.root, rel)
         found = []
@@ -159,20 +164,22 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
             errors += d.severity == types.DiagnosticSeverity.Error
             exceeded += d.code in OVER_BUDGET_CODES
             found.append((d.range.start.line, d.range.start.character, severity[d.severity],
-                          _relocate(_one_line(d.message), root), str(d.code)))
+                          _relocate(_one_line(d.message), Path(document.root)), str(d.code)))
         if hints:
             for h in build_inlay_hints(rel, lines, states, settings.inlayHints, path=document.path,
                                        headline=settings.headline):
                 found.append((h.position.line, h.position.character, "hint", h.label, "hint"))
-        name = _display(Path(document.path))
+        name, named = _display(Path(document.path)), _rel(Path(document.path), root)  # named: SARIF's, GitHub's
         for line, col, sev, message, code in sorted(found, key=lambda entry: entry[:3]):  # ties: as built
             cell, line_in = places.cell(document.path, line + 1)
-            entries.append(Entry(name, rel, line_in, col + 1, sev, places.message(document.path, rel, message), code,
-                                 cell))
+            entries.append(Entry(name, named, line_in, col + 1, sev, places.message(document.path, rel, message),
+                                 code, cell))
     return entries, errors, exceeded
 
 
 def _rel(path: Path, root: Path) -> str:
+    """``path`` relative to the command's ``root`` (SARIF's ``%SRCROOT%``), with ``/`` separators;
+    its absolute path when it lies outside."""
     try:
         return Path(path).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:

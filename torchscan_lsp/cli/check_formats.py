@@ -39,7 +39,8 @@ class Entry(NamedTuple):
 
     Attributes:
         shown: the file as the text output names it (relative to the current folder).
-        rel: the file relative to the workspace root, with ``/`` separators (SARIF's and GitHub's).
+        rel: the file relative to the command's workspace root, with ``/`` separators (SARIF's and
+            GitHub's); its absolute path when it lies outside (a path given outside the root).
         line: 1-based line.
         column: 1-based column (an inlay hint's position is the end of its line).
         severity: ``error``, ``warning``, ``info`` or ``hint``.
@@ -111,7 +112,7 @@ def sarif_log(entries: Iterable[Entry], root: Path) -> dict:
             "level": _SARIF[e.severity],
             "message": {"text": message},
             "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": e.rel, "uriBaseId": "%SRCROOT%"},
+                "artifactLocation": _artifact(e.rel),
                 "region": {"startLine": max(1, line), "startColumn": max(1, column)}}}],
         })
     return {
@@ -124,6 +125,14 @@ def sarif_log(entries: Iterable[Entry], root: Path) -> dict:
             "results": results,
         }],
     }
+
+
+def _artifact(rel: str) -> dict:
+    """SARIF's ``artifactLocation`` of a file: relative to ``%SRCROOT%``, or, outside the root, its
+    own ``file:`` URI (an absolute URI takes no base)."""
+    if Path(rel).is_absolute():
+        return {"uri": Path(rel).as_uri()}
+    return {"uri": rel, "uriBaseId": "%SRCROOT%"}
 
 
 def sarif_text(entries: Iterable[Entry], root: Path) -> str:

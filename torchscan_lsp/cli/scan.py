@@ -173,34 +173,33 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
                                         memory_mb=args.memory_limit_mb, roofline=args.roofline,
                                         compare_with="off")  # (check compares)
     out.places = Places(session)
-    config_error = session.config_error(str(root))
-    if config_error is not None:
-        for problem in config_error.problems:
-            out.problem(display(config_error.path), problem.line, problem.message)
-        if args.format == "json":
-            print("[]", file=stdout)  # stdout stays one JSON array, as when no target is found
-        return 1
+    files = python_files(paths)
+    documents, unreadable = session.open_files(files, str(root))  # each under its root, not always ``root``
+    broken = _broken_roots(session, [str(root), *(d.root for d in documents)], out)
     for problem in problems:
         out.problem("torchscan-lsp", None, problem, "warning")
-    files = python_files(paths)
-    documents, unreadable = session.open_files(files, str(root))
     for path, problem in unreadable:
         out.problem(display(path), 1 if problem.startswith("cannot decode") else None, problem)
+    # the files of a root whose table is broken are not analysed; those of other roots are, each
+    # file as when it is scanned alone
+    documents = [d for d in documents if d.root not in broken]
     states = _targets(session, documents, {str(f.path) for f in files if f.explicit}, args.target, out)
     if not states:
         if not out.failed:
             message = f"no target named '{args.target}' found" if args.target else NO_TARGET
             out.problem(", ".join(display(p) for p in paths), None, message)
+        if args.html:
+            write_html(Path(args.html), session, [], out)  # says that no report was written
         if args.format == "json":
-            print("[]", file=stdout)
+            print("[]", file=stdout)  # stdout stays one JSON array
         return 1
 
     measure = _measurements(args)
     time_alone(session, measure)
     session.plans.every = args.plan
-    by_path = {d.path: d for d in documents}
+    by_file = {(d.root, d.rel): d for d in documents}
     for state in states:
-        session.analyse(by_path[str(Path(state.key.root, state.key.file))], [state.key.name], measure=measure)
+        session.analyse(by_file[state.key.root, state.key.file], [state.key.name], measure=measure)
     results = await _show_in_order(session, states, out, stdout, tables=args.format == "table",
                                    receptive_field_notes=args.receptive_field_notes)
     if args.html:
@@ -210,6 +209,19 @@ async def _scan(args: argparse.Namespace, out: Output, stdout: TextIO) -> int:
         json.dump(results, stdout, indent=2, allow_nan=False, default=str)
         stdout.write("\n")
     return 1 if out.failed else 0
+
+
+def _broken_roots(session: Session, roots: list[str], out: Output) -> set[str]:
+    """The ``roots`` (each once) whose ``[tool.torchscan-lsp]`` table is broken, each of its
+    problems reported at its line."""
+    broken = set()
+    for root in dict.fromkeys(roots):
+        config_error = session.config_error(root)
+        if config_error is not None:
+            broken.add(root)
+            for problem in config_error.problems:
+                out.problem(display(config_error.path), problem.line, problem.message)
+    return broken
 
 
 async def _show_in_order(session: Session, states: list[TargetState], out: Output, stdout: TextIO, *,

@@ -112,8 +112,12 @@ def write_html(path: Path, session: Any, shown: list[tuple[Any, dict[str, Any]]]
 
     One result goes to ``path`` itself; several go beside it, named by :func:`html_paths` so that
     no report overwrites another, and each ``wrote`` line says which target it holds. Write errors
-    are reported like any other problem (exit status 1).
+    are reported like any other problem (exit status 1), and so is having no result to write
+    (every target failed, or none was found): no file is written then.
     """
+    if not shown:
+        out.problem(str(path), None, "no HTML report written: no target was analysed successfully")
+        return
     from torchscan_lsp.engine.reporting.html import render_report
 
     for (state, entry), target_path in zip(shown, html_paths(path, [entry for _, entry in shown])):
@@ -132,9 +136,10 @@ def html_paths(path: Path, results: list[dict[str, Any]]) -> list[Path]:
     ``--html path``: ``path`` for one result; for several, ``<stem>.<target><suffix>`` beside it,
     the target's name prefixed with as many of its file's path parts as make every name distinct
     (``out.a.build.html`` and ``out.b.build.html`` for ``build`` in ``a.py`` and ``b.py``; the
-    folder too where two files share a stem), and the result's position as a last resort."""
-    if len(results) == 1:
-        return [path]
+    folder too where two files share a stem), and the result's position as a last resort; none
+    for no results."""
+    if len(results) <= 1:
+        return [path] * len(results)
     # a shown path's ``..`` and root name no file: they are left out
     parts = [[*(part for part in Path(entry["file"]).with_suffix("").parts if part not in ("..", "/", "\\")),
               str(entry["target"])] for entry in results]

@@ -32,7 +32,8 @@ from torchscan_lsp.session.scanning import rescan
 from torchscan_lsp.session.scheduler import Scheduler
 from torchscan_lsp.session.settings import Settings, resolve
 from torchscan_lsp.session.state import Document, Store, TargetState, content_hash, relative
-from torchscan_lsp.session.workspace import MARKER, SourceFile, WorkspaceConfig, read_config, read_document
+from torchscan_lsp.session.workspace import (MARKER, SourceFile, WorkspaceConfig, file_root, read_config,
+                                             read_document)
 from torchscan_lsp.worker import client as worker_client
 from torchscan_lsp.worker import pool
 
@@ -122,8 +123,16 @@ class Session:
     def open(self, path: str, root: str, text: str, *, saved: bool = True, from_disk: bool = False,
              program: Program | None = None) -> Document:
         """Track (or re-track) a document and scan it; returns it. Does not analyse. ``from_disk``:
-        no front end opened it. A notebook comes with its ``program`` (:mod:`.notebooks`) of ``text``."""
-        rel = relative(path, root) or Path(path).name
+        no front end opened it. A notebook comes with its ``program`` (:mod:`.notebooks`) of ``text``.
+
+        Raises:
+            ValueError: ``path`` lies outside ``root``: its targets' keys, its results' file names
+                and the worker's workspace are all relative to the root, so a file needs one that
+                holds it (:func:`~.workspace.root_for`, :func:`~.workspace.file_root`).
+        """
+        rel = relative(path, root)
+        if rel is None:
+            raise ValueError(f"{path} lies outside its workspace root {root}")
         document = self.store.documents.get(path)
         if document is None:
             document = Document(path=path, root=root, rel=rel, text=text, saved_hash=content_hash(text))
@@ -137,8 +146,10 @@ class Session:
 
     def open_files(self, files: Iterable[SourceFile], root: str) -> tuple[list[Document], list[tuple[Path, str]]]:
         """Open the files a command was given (:func:`~.workspace.python_files`): a file it named
-        always, one found under a folder only when it mentions ``torchscan``. Returns the documents
-        and, for each file that could not be read, its path and what went wrong."""
+        always, one found under a folder only when it mentions ``torchscan``; each under ``root``
+        (absolute) when it lies there, else under the root its path has alone
+        (:func:`~.workspace.file_root`: each document's ``root``). Returns the documents and, for
+        each file that could not be read, its path and what went wrong."""
         documents, problems = [], []
         for source in files:
             try:
@@ -154,7 +165,8 @@ class Session:
                 problems.append((source.path, f"cannot decode the file: {error}"))
                 continue
             if source.explicit or MARKER in text:
-                documents.append(self.open(str(source.path), root, text, program=program))
+                documents.append(self.open(str(source.path), str(file_root(source, Path(root))), text,
+                                           program=program))
         return documents, problems
 
     def close(self, path: str) -> None:

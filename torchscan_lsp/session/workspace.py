@@ -4,7 +4,8 @@ One set of rules for every front end, so that the editor, ``check`` and ``scan``
 about where a workspace starts, which folders hold no model code, or what ``pyproject.toml`` says:
 
 * the root of a command's paths is the nearest folder above the first one that holds
-  ``pyproject.toml`` or ``.git`` (:func:`find_root`); the editor's is its workspace folder
+  ``pyproject.toml`` or ``.git`` (:func:`find_root`); a file outside it is analysed under the root
+  its path would have alone (:func:`file_root`); the editor's is its workspace folder
   (:func:`root_for`);
 * a folder is searched for ``*.py`` files and Jupyter notebooks (``*.ipynb``), skipping hidden
   folders (``.git``, ``.venv``, ``.ipynb_checkpoints``) and :data:`SKIPPED_DIRS`; a file found that
@@ -35,6 +36,7 @@ __all__ = [
     "SourceFile",
     "WorkspaceConfig",
     "find_root",
+    "file_root",
     "root_for",
     "python_files",
     "read_source",
@@ -53,11 +55,13 @@ decorator does)."""
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to analyse: its absolute path, and whether it was named itself (else found under a
-    folder, and analysed only when it mentions :data:`MARKER`)."""
+    """A file to analyse: its absolute path, whether it was named itself (else found under a
+    folder, and analysed only when it mentions :data:`MARKER`), and the command-line path it came
+    from (``given``: the file itself, or the folder it was found under; ``None``: ``path``)."""
 
     path: Path
     explicit: bool
+    given: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,20 @@ def find_root(paths: Iterable[Path]) -> Path:
     return start
 
 
+def file_root(source: SourceFile, root: Path) -> Path:
+    """The workspace root (absolute) a command analyses ``source`` under, ``root`` being the root
+    of its paths (:func:`find_root`, or ``--root``): ``root`` itself when the file lies in it, else
+    the root of the path it came from alone, else (a linked file that leads elsewhere) the root of
+    the file alone. A file is thus analysed, and its lines named, as when its path is the command's
+    only one, and it always lies in its root: its workspace-relative name needs that."""
+    path = source.path.resolve()
+    if path.is_relative_to(root.resolve()):
+        return root
+    alone = find_root([source.given or path])
+    # a linked file found under a folder may lie outside that folder's root; its own always holds it
+    return alone if path.is_relative_to(alone) else find_root([path])
+
+
 def root_for(path: str, folders: Iterable[str]) -> str:
     """The innermost of the editor's workspace ``folders`` that contains ``path``, else the
     file's own folder."""
@@ -114,19 +132,19 @@ def _skipped(name: str) -> bool:
 
 def python_files(paths: Iterable[Path]) -> list[SourceFile]:
     """The files named in ``paths`` and the ``*.py`` and ``*.ipynb`` files under the folders named
-    there, in order (each folder's files sorted), each once."""
+    there, in order (each folder's files sorted), each once, each with the path it came from."""
     found: dict[Path, SourceFile] = {}
     for path in paths:
         if not path.is_dir():
             resolved = path.resolve()
-            found[resolved] = SourceFile(resolved, True)
+            found[resolved] = SourceFile(resolved, True, path)
             continue
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if not _skipped(d))
             for name in sorted(filenames):
                 resolved = Path(dirpath, name).resolve()
                 if name.endswith((".py", NOTEBOOK_SUFFIX)) and resolved not in found:
-                    found[resolved] = SourceFile(resolved, False)
+                    found[resolved] = SourceFile(resolved, False, path)
     return list(found.values())
 
 
