@@ -76,8 +76,9 @@ class CallSites(PassObserver):
         #: the same for the workspace lines outside the innermost one: lines that called a plain
         #: function (``xq, xk = apply_rotary_emb(...)``) under which the operator ran
         self.under: dict[tuple[Site, str, int | None], list[Any]] = {}
-        #: every line's runs: what it computed in each (:mod:`.line_runs`)
-        self.runs = LineRuns()
+        #: every line's runs: what it computed in each (:mod:`.line_runs`; the workspace's loops
+        #: get line events)
+        self.runs = LineRuns(lambda code: files.kind(code.co_filename)[0] == WORKSPACE)
         # the calls in progress, innermost last: (layer, the call's entry frame, its workspace
         # site, its library sites, the runs of the lines that made it)
         self._active: list[tuple[Any, ...]] = []
@@ -91,26 +92,28 @@ class CallSites(PassObserver):
     def call_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any) -> None:
         """A module call began; ``layer`` is its record's index in ``report["layers"]`` (None: a
         call inside a metric leaf, which opens no record)."""
-        if layer is None:
-            return
-        # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
-        # call ends, and everything outside it is the caller's, suspended: its sites hold for
-        # every operator of the call (operator_ran walks only the frames inside it)
-        self._start(info, layer, self.files.outside_package(sys._getframe(1)))
+        if layer is not None:
+            # PyTorch's frame that runs this call's hooks and forward: it stays on the stack until the
+            # call ends, and everything outside it is the caller's, suspended: its sites hold for
+            # every operator of the call (operator_ran walks only the frames inside it)
+            self._start(info, layer, self.files.outside_package(sys._getframe(1)), True)
+        # after the caller's lines were seen at this event: they may have needed line events
+        self.runs.call_started()
 
     def forward_started(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, frame: Any) -> None:
         """A call made through ``module.forward(...)`` was found running in ``frame``: its caller's
         frame (``frame.f_back``) stands where PyTorch's call frame stands for a hooked call."""
         if layer is not None:
-            self._start(info, layer, frame.f_back)
+            self._start(info, layer, frame.f_back, False)
+        self.runs.call_started()
 
-    def _start(self, info: Any, layer: int, entry: types.FrameType | None) -> None:
+    def _start(self, info: Any, layer: int, entry: types.FrameType | None, hooked: bool) -> None:
         workspace, library, _ = self.files.sites(entry)
         self.calls[layer] = (info.path, workspace, library)
         parent = self._active[-1] if self._active else None
         items, _ = self.files.chain(entry, parent[1] if parent is not None else None)
         runs = self.runs.visit(parent[0] if parent is not None else None,
-                               [((name, frame.f_lineno), frame, callee) for _, name, frame, callee in items])
+                               [((name, frame.f_lineno), frame, callee) for _, name, frame, callee in items], hooked)
         self._active.append((layer, entry, workspace, library, runs))
 
     def call_ended(self, module: torch.nn.Module, info: Any, layer: int | None, args: Any, kwargs: Any, output: Any,
@@ -124,6 +127,9 @@ class CallSites(PassObserver):
             self.runs.owner_ended(layer)
             if error is None:  # the call's output is now the latest value of the lines that made it
                 self.runs.value(runs, None, layer, live_key(output))
+        self.runs.call_ended()
+        if not self._active:  # the pass's outermost call: no line of it runs any more
+            self.runs.stop_tracing()
 
     def operator_ran(self, func: Any, args: Any, kwargs: Any, out: Any, flops: int | None, macs: int | None,
                      layer: int | None) -> None:

@@ -1,17 +1,40 @@
 """What each line of model code computed, run by run: the first run's value, how many runs there
 were and how their shapes varied, and the values of the names the line assigned.
 
-A *run* of a line is one execution of it in one frame. Runs are told apart without tracing, from
-the events of the engine's recording pass (an operator dispatched, a module call made) and the frames
-on the stack at each event, up to the module call in progress (:meth:`~torchscan_lsp.worker.sites.
-CodeFiles.chain`). A frame's current instruction (``f_lasti``) only moves forward while it runs
-straight-line code; so an event at an earlier instruction than the frame's last event starts a new
-pass through its code (the next iteration of a loop), and so does an event at the same instruction
-that comes from another call (the next ``block(x)`` of ``for block in self.blocks``, the next
-call of a helper). A line's first event in a pass starts its next run. A frame that is no longer on
-the stack at an event under the same module call has returned: its lines' runs are over. A loop
-whose body dispatches a single operator from one instruction written in C, without any Python
-call (``for _ in range(3): x = x * 2``), cannot be told from one run.
+A *run* of a line is one execution of it in one frame. Runs are told apart from the events of the
+engine's recording pass (an operator dispatched, a module call made) and the frames on the stack at
+each event, up to the module call in progress (:meth:`~torchscan_lsp.worker.sites.CodeFiles.chain`).
+A frame's current instruction (``f_lasti``) only moves forward while it runs straight-line code; so
+an event at an earlier instruction than the frame's last event starts a new pass through its code
+(the next iteration of a loop), and so does an event at the same instruction that comes from another
+call (the next ``block(x)`` of ``for block in self.blocks``, the next call of a helper). A line's
+first event in a pass starts its next run. A frame that is no longer on the stack at an event under
+the same module call has returned: its lines' runs are over.
+
+**Loops in workspace code.** Events alone cannot tell every loop's iterations apart: one whose body
+dispatches a single operator from one instruction written in C, without any Python call
+(``for _ in range(3): x = x * 2``), dispatches it from the same instruction in every iteration, as
+one composite operator that decomposes into several dispatches does in one run. So a frame of
+workspace code that contains a backward jump (a loop, read from the bytecode) also gets Python's
+line events (:class:`LineClock`, a trace function on that frame alone) from its first event inside
+a loop that events cannot be trusted with: any event there but a module call made through its hook
+by the frame itself, which makes an event each time its instruction runs, and any event at all in
+a loop whose iterations may run different instructions (a branch, an inner loop, an exception
+handler: :class:`LoopCode`). Until then the events told its runs apart, and from then on its line
+events do. A line event at an instruction no later than the frame's previous one is a backward
+jump: the line it lands on starts a new run. So does a line event that moves on to a line, except
+one that returns to the first line of a statement spanning several (``torch.cat([a,`` / ``b],
+dim=1)`` calls ``cat`` from its first line after evaluating ``b`` on the second; a ``while``
+condition, compiled twice, starts a run in each copy).
+
+The global trace function this needs (:mod:`~torchscan_lsp.engine.recording.frame_tracing`) makes
+every Python call and line of the pass slower while it is set, so it is set only while such a frame
+runs its own code: it is let go for each module call the frame makes (where the pass's work lies;
+nothing in it is that frame's line) unless a frame inside needs it too, and taken again when the
+call ends. Where a debugger or coverage tool has set its own, the frames are left to it and their
+runs are told from the events alone, as are library code's: tracing a library's loops (a model's
+``for layer in self.layers``) would slow the whole pass of every model built from it, and its lines
+are shown only when a client opens that file.
 
 **Assigned names.** For a line that stores local names (``xq, xk = apply_rotary_emb(...)``,
 ``x, pad_hw = window_partition(x, 14)``), the names are read from the frame's locals once the
@@ -23,21 +46,28 @@ written, comes from the bytecode (its ``STORE_FAST`` and kin, ordered by column)
 from __future__ import annotations
 
 import dis
+import inspect
 import itertools
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from torchscan_lsp.engine.recording import frame_tracing
 from torchscan_lsp.engine.recording.inputs import value_meta
 
-__all__ = ["LineRuns", "SiteRun", "SiteRecord", "stored_names", "shape_key"]
+__all__ = ["LineRuns", "LineClock", "LoopCode", "SiteRun", "SiteRecord", "loop_code", "stored_names", "shape_key"]
 
 Site = tuple[str, int]
 
 _STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
 _MAX_DISTINCT = 64
 """Distinct shapes remembered per line: enough to say "vary" and give their range."""
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+# the opcodes that can jump backwards: a scan of a code's bytes for them spares reading the
+# instructions of the many functions without a loop
+_BACKWARD = [bytes([op]) for name, op in dis.opmap.items() if "BACKWARD" in name]
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def stored_names(code: types.CodeType) -> dict[int, tuple[tuple[str, ...], int]]:
@@ -50,6 +80,113 @@ def stored_names(code: types.CodeType) -> dict[int, tuple[tuple[str, ...], int]]
             found.setdefault(positions.lineno, []).append((positions.col_offset or 0, instruction.argval, instruction.offset))
     return {line: (tuple(dict.fromkeys(name for _, name, _ in sorted(stores))), max(offset for *_, offset in stores))
             for line, stores in found.items()}
+
+
+class LoopCode:
+    """What line events need to know of code that has a loop (:func:`loop_code`).
+
+    Attributes:
+        spans: for each instruction's offset, the last line spanned by the instructions of its
+            *line block* (the consecutive instructions of its line around it): a block that goes
+            back to the first line of a statement spanning several lines ends at the last line it
+            covers.
+        loops: for each instruction inside a loop, 1 when every loop around it runs the same
+            instructions in each iteration (no branch, no inner loop, no exception handler), else 2.
+    """
+
+    __slots__ = ("spans", "loops")
+
+    def __init__(self, spans: dict[int, int], loops: dict[int, int]) -> None:
+        self.spans = spans
+        self.loops = loops
+
+
+def loop_code(code: types.CodeType) -> LoopCode | None:
+    """The :class:`LoopCode` of ``code``; None for code without a backward jump (no line of it can
+    run twice in one frame)."""
+    opcodes = code.co_code[::2]
+    if not any(op in opcodes for op in _BACKWARD):
+        return None
+    bytecode = dis.Bytecode(code)
+    instructions = list(bytecode)
+    regions = [(i.argval, i.offset) for i in instructions
+               if i.opcode in _JUMPS and isinstance(i.argval, int) and i.argval <= i.offset]
+    if not regions:
+        return None
+    spans: dict[int, int] = {}
+    block: list[int] = []
+    line, end = None, 0
+    for instruction in [*instructions, None]:
+        positions = instruction.positions if instruction is not None else None
+        lineno = positions.lineno if positions is not None else None
+        if lineno != line or lineno is None:
+            for offset in block:
+                spans[offset] = end
+            block, line, end = [], lineno, lineno or 0
+        if instruction is not None and lineno is not None:
+            block.append(instruction.offset)
+            end = max(end, positions.end_lineno or lineno)  # type: ignore[union-attr]
+    handlers = [(entry.start, entry.end) for entry in bytecode.exception_entries]
+    loops: dict[int, int] = {}
+    for first, last in regions:
+        inside = [i for i in instructions if first <= i.offset <= last]
+        branches = any(i.opcode in _JUMPS and i.offset != last and not (i.offset == first and i.opname == "FOR_ITER")
+                       for i in inside)
+        flag = 2 if branches or any(start <= last and first < stop for start, stop in handlers) else 1
+        for instruction in inside:
+            loops[instruction.offset] = max(flag, loops.get(instruction.offset, 0))
+    return LoopCode(spans, loops)
+
+
+class LineClock:
+    """The line events of one frame running a loop: the token of each line's run in progress.
+
+    Its :attr:`trace` is the frame's trace function; a trace function that was already on the frame
+    (a direct ``forward`` call's watcher) still gets the events it asked for.
+    """
+
+    __slots__ = ("spans", "tokens", "lasti", "line", "jumps", "trace", "_next", "_previous", "_lines", "_returned")
+
+    def __init__(self, frame: types.FrameType, spans: dict[int, int], next_token: Callable[[], int],
+                 returned: Callable[[types.FrameType, "LineClock"], None]) -> None:
+        self.spans = spans
+        #: line -> the token of its run in progress
+        self.tokens: dict[int, int] = {}
+        self.lasti = frame.f_lasti
+        self.line = frame.f_lineno or 0
+        #: backward jumps seen: a new pass through the frame's code each
+        self.jumps = 0
+        self._next = next_token
+        self._previous = frame.f_trace
+        self._lines = frame.f_trace_lines
+        self._returned = returned
+        #: the frame's trace function (one bound method, not a new one at every event)
+        self.trace = self._event
+
+    def token(self, line: int) -> int:
+        """The token of ``line``'s run in progress (a new one for a line no event has reached)."""
+        found = self.tokens.get(line)
+        if found is None:
+            found = self.tokens[line] = self._next()
+        return found
+
+    def _event(self, frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            lasti, line = frame.f_lasti, frame.f_lineno
+            if lasti <= self.lasti:
+                self.jumps += 1
+                self.tokens[line] = self._next()
+            elif not line < self.line <= self.spans.get(lasti, line):
+                self.tokens[line] = self._next()
+            self.lasti, self.line = lasti, line
+            if self._previous is not None and self._lines:
+                self._previous = self._previous(frame, event, arg)
+            return self.trace
+        if self._previous is not None:
+            self._previous = self._previous(frame, event, arg)
+        if event == "return":
+            self._returned(frame, self)
+        return self.trace
 
 
 def shape_key(meta: Any) -> Any:
@@ -166,14 +303,19 @@ class _FrameState:
     """A frame seen at an event: its instruction and callee then, its pass, and the names its lines
     assigned that are still to be read (run id -> (run, names, offset of the line's last store))."""
 
-    __slots__ = ("frame", "lasti", "callee", "token", "pending")
+    __slots__ = ("frame", "lasti", "callee", "token", "pending", "loops", "clock", "jumps")
 
-    def __init__(self, frame: types.FrameType) -> None:
+    def __init__(self, frame: types.FrameType, loops: LoopCode | None) -> None:
         self.frame: types.FrameType | None = frame
         self.lasti = -1
         self.callee: types.FrameType | None = None
         self.token: int | None = None
         self.pending: dict[int, tuple[SiteRun, tuple[str, ...], int]] = {}
+        #: the loops of its code, when its frames may get line events
+        self.loops = loops
+        #: its line events, once they were needed, and the backward jumps they had seen at its last event
+        self.clock: LineClock | None = None
+        self.jumps = 0
 
 
 class LineRuns:
@@ -181,18 +323,31 @@ class LineRuns:
 
     Frames are held only while they are on the stack of the module call in progress (the live
     chain of each call): a returned frame is let go at the next event that no longer finds it.
+
+    Args:
+        traced: whether a code object's frames may get line events (the workspace's code); only
+            those whose code has a loop do. None: no frame does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, traced: Callable[[types.CodeType], bool] | None = None) -> None:
         #: site -> its runs
         self.sites: dict[Site, SiteRecord] = {}
         self._chains: dict[int | None, list[_FrameState]] = {}
         self._tokens = itertools.count()
         self._stores: dict[int, tuple[types.CodeType, dict[int, tuple[tuple[str, ...], int]]]] = {}
+        self._traced = traced
+        self._loops: dict[int, tuple[types.CodeType, LoopCode | None]] = {}
+        #: frame -> its clock, while it runs (a generator's until the pass ends: it returns at each yield)
+        self._clocks: dict[types.FrameType, LineClock] = {}
+        self._holding = False
+        # whether line events were on when each module call in progress began, innermost last
+        self._levels: list[bool] = []
 
-    def visit(self, owner: int | None, items: list[tuple[Site, types.FrameType, types.FrameType | None]]) -> list[SiteRun]:
+    def visit(self, owner: int | None, items: list[tuple[Site, types.FrameType, types.FrameType | None]],
+              called: bool = False) -> list[SiteRun]:
         """An event while call ``owner`` is the innermost; ``items`` are the model-code frames on
-        the stack from the event outwards to that call's frame, each ``(site, frame, callee)``.
+        the stack from the event outwards to that call's frame, each ``(site, frame, callee)``;
+        ``called``: the event is a hooked module call made by the innermost of them.
         Returns the run in progress of each site, innermost first."""
         chain = self._chains.get(owner)
         if chain is None:
@@ -212,21 +367,39 @@ class LineRuns:
             if depth < kept:
                 state = chain[depth]
             else:
-                state = _FrameState(frame)
+                state = _FrameState(frame, self._loop_code(frame.f_code) if self._traced is not None else None)
                 chain.append(state)
-            lasti = frame.f_lasti
-            if state.token is None or lasti < state.lasti or (lasti == state.lasti and callee is not None
-                                                               and callee is not state.callee):
-                if state.pending:
-                    self._resolve(state, None)
-                state.token = next(tokens)
-            elif state.pending:
-                self._resolve(state, lasti)
+            lasti, clock = frame.f_lasti, state.clock
+            if clock is not None:
+                if state.token is None or clock.jumps != state.jumps:
+                    if state.pending:
+                        self._resolve(state, None)
+                    state.token, state.jumps = next(tokens), clock.jumps
+                elif state.pending:
+                    self._resolve(state, lasti)
+                token = clock.token(site[1])
+            else:
+                if state.token is None or lasti < state.lasti or (lasti == state.lasti and callee is not None
+                                                                   and callee is not state.callee):
+                    if state.pending:
+                        self._resolve(state, None)
+                    state.token = next(tokens)
+                elif state.pending:
+                    self._resolve(state, lasti)
+                token = state.token
+                loops = state.loops
+                if loops is not None:
+                    inside = loops.loops.get(lasti)
+                    # a hooked module call makes an event at every execution of its instruction, so
+                    # a loop whose iterations run the same instructions and only make such calls
+                    # is told apart by the calls alone; any other event in a loop needs line events
+                    if inside and (inside == 2 or not called or depth != count - 1):
+                        state.clock = self._clock(frame, loops, site[1], token)
             state.lasti, state.callee = lasti, callee
             record = sites.get(site)
             if record is None:
                 record = sites[site] = SiteRecord()
-            run = record.start(state.token, owner) if record.token != state.token else record.current
+            run = record.start(token, owner) if record.token != token else record.current
             stores = self._stored(frame.f_code).get(site[1])
             if stores is not None and id(run) not in state.pending:
                 state.pending[id(run)] = (run, stores[0], stores[1])  # type: ignore[assignment]
@@ -249,10 +422,69 @@ class LineRuns:
 
     def finish(self) -> None:
         """The pass ended: every frame left, every run closed."""
+        self.stop_tracing()
         for owner in list(self._chains):
             self.owner_ended(owner)
         for record in self.sites.values():
             record.close()
+
+    def call_started(self) -> None:
+        """A module call begins: its frames are not the ones whose lines are watched, which wait for
+        it to end, so it runs without the global trace function unless a frame inside it needs it
+        (the pass's work lies in its calls)."""
+        self._levels.append(self._holding)
+        self._release()
+
+    def call_ended(self) -> None:
+        """The innermost module call in progress ended: line events are on again if they were
+        when it began."""
+        self._release()
+        if self._levels and self._levels.pop() and self._clocks:
+            self._holding = frame_tracing.hold()
+
+    def stop_tracing(self) -> None:
+        """No more line events (the pass's outermost call ended): the frames' trace functions are
+        taken off, the global one released."""
+        for frame, clock in self._clocks.items():
+            if frame.f_trace is clock.trace:
+                frame.f_trace = None
+        self._clocks.clear()
+        self._levels.clear()
+        self._release()
+
+    def _loop_code(self, code: types.CodeType) -> LoopCode | None:
+        found = self._loops.get(id(code))
+        if found is None or found[0] is not code:
+            found = self._loops[id(code)] = (code, loop_code(code) if self._traced(code) else None)  # type: ignore[misc]
+        return found[1]
+
+    def _clock(self, frame: types.FrameType, loops: LoopCode, line: int, token: int) -> LineClock | None:
+        """A clock on ``frame`` from now on, its current ``line``'s run in progress being ``token``
+        (None when another global trace function is set)."""
+        if not self._holding:
+            if not frame_tracing.hold():
+                return None
+            self._holding = True
+        clock = self._clocks.get(frame)
+        if clock is not None:  # its state was let go and made again: its line events went on
+            return clock
+        clock = self._clocks[frame] = LineClock(frame, loops.spans, self._tokens.__next__, self._returned)
+        clock.tokens[line] = token
+        frame.f_trace = clock.trace
+        frame.f_trace_lines = True
+        return clock
+
+    def _returned(self, frame: types.FrameType, clock: LineClock) -> None:
+        if frame.f_code.co_flags & _SUSPENDS or self._clocks.get(frame) is not clock:
+            return
+        del self._clocks[frame]
+        if not self._clocks:  # no loop of model code is running: the rest of the pass runs untraced
+            self._release()
+
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            frame_tracing.release()
 
     def _stored(self, code: types.CodeType) -> dict[int, tuple[tuple[str, ...], int]]:
         found = self._stores.get(id(code))

@@ -16,9 +16,9 @@ opens a layer record like a hooked call would (``"direct": true``, its ``calls``
 when a later event no longer finds its frame on the stack, or when the hooked call around it ends.
 
 Its output is the value its ``forward`` returned, seen by a local trace function on that frame
-alone (``frame.f_trace``, with a no-op global trace function while one is watched, as ``pdb``
-does). When another trace function is installed (a debugger, a coverage tool), the frame is not
-watched: the record's output is ``{"kind": "unknown"}`` and a metric leaf's module formulas are not
+alone (``frame.f_trace``, with the shared quiet global trace function held while one is watched:
+:mod:`.frame_tracing`). When another trace function is installed (a debugger, a coverage tool), the
+frame is not watched: the record's output is ``{"kind": "unknown"}`` and a metric leaf's module formulas are not
 evaluated (``direct_forward_output`` says why, and its module metrics are unavailable).
 
 Only calls that reveal themselves by an event are found: a direct call in which nothing is
@@ -29,12 +29,12 @@ record.
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 from typing import Any, Callable
 
 from torch import nn
 
+from torchscan_lsp.engine.recording import frame_tracing
 from torchscan_lsp.engine.recording.inputs import call_meta, value_meta
 from torchscan_lsp.engine.recording.module_info import ModuleInfo
 from torchscan_lsp.engine.recording.module_metrics import output_unseen
@@ -47,11 +47,6 @@ UNKNOWN_OUTPUT: dict[str, Any] = {"kind": "unknown"}
 
 _CALLS = metric_result(status="complete", value=1, unit="calls", scope="module_call", method=METHOD_FORWARD_FRAME)
 _VARARGS, _VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
-
-
-def _noop(frame: types.FrameType, event: str, arg: Any) -> None:
-    """The global trace function while a direct call's frame is watched: it traces no new frame."""
-    return None
 
 
 def frame_call(frame: types.FrameType) -> tuple[Any, tuple, dict[str, Any]]:
@@ -212,11 +207,17 @@ class DirectForwards:
     # -- the output of a direct call: a trace function on its frame alone -----------------------
 
     def _watch(self, call: Any, frame: types.FrameType) -> None:
-        current = sys.gettrace()
-        if current is not None and current is not _noop:
-            return  # a debugger or coverage tool: its tracing is left alone
+        if not self._tracing:
+            if not frame_tracing.hold():
+                return  # a debugger or coverage tool: its tracing is left alone
+            self._tracing = True
+
+        # a trace function already on the frame (a line tracer of the same pass) keeps its events
+        previous = frame.f_trace
 
         def watcher(traced: types.FrameType, event: str, arg: Any) -> Any:
+            if previous is not None:
+                previous(traced, event, arg)
             if event == "return" and traced is frame:
                 call.output, call.returned = arg, True
                 self._unwatch(call)
@@ -224,11 +225,9 @@ class DirectForwards:
 
         call.watcher = watcher
         frame.f_trace = watcher
-        frame.f_trace_lines = False
+        if previous is None:
+            frame.f_trace_lines = False
         self._watched += 1
-        if not self._tracing:
-            self._tracing = True
-            sys.settrace(_noop)
 
     def _unwatch(self, call: Any) -> None:
         if call.watcher is None:
@@ -244,5 +243,4 @@ class DirectForwards:
         """Stop tracing (the pass ended, or no direct call is watched any more)."""
         if self._tracing:
             self._tracing = False
-            if sys.gettrace() is _noop:
-                sys.settrace(None)
+            frame_tracing.release()
