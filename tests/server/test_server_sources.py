@@ -2,6 +2,7 @@
 real server (pytest-lsp as a Neovim 0.11 client, trusted workspace). Expected labels are derived by
 hand below from the models' code."""
 
+import asyncio
 import importlib.util
 import os
 import sys
@@ -197,7 +198,14 @@ async def test_the_library_modeling_file_gets_hints_and_hovers(client):
     client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
         uri=from_fs_path(str(library)), language_id="python", version=1, text=library.read_text(encoding="utf-8"))))
     uri = from_fs_path(str(library))
-    by_line = labels_by_line(await hints(client, uri, lines=2000))
+    # the server reads the opened file off its event loop, so a request made at once may come first
+    # (an editor asks again on the refresh that follows): ask until the file's lines are known
+    wanted = line_of(library, "self.q_proj = nn.Linear")
+    for _ in range(300):
+        by_line = labels_by_line(await hints(client, uri, lines=2000))
+        if wanted in by_line:
+            break
+        await asyncio.sleep(0.1)
     # head_dim = 32 / 4 = 8; q_proj = Linear(32, 4·8 = 32, bias=False) in each of the 2 layers:
     #   2 · 32·32 = 2,048 params; on (1, 8, 32) its mm is 2·8·32·32 = 16,384 FLOPs a call, 2 calls
     #   = 32,768 → "32.8 kFLOPs". k_proj = Linear(32, 2·8 = 16): 2 · 512 = 1,024 params,
