@@ -34,7 +34,8 @@ from torchscan_lsp.contract.messages import SourceMap, is_library
 from torchscan_lsp.engine.recording.inputs import tensor_meta
 from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
-from torchscan_lsp.worker.line_runs import LineRuns, SiteRecord, live_key, shape_key
+from torchscan_lsp.worker.line_runs import LineRuns, SiteRecord
+from torchscan_lsp.worker.line_values import live_key, shape_key
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
