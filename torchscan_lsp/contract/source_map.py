@@ -76,7 +76,9 @@ class LineOutput(TypedDict, total=False):
     ``output``, the value metadata of the last thing it did, an operator it dispatched (``operator``,
     ``call`` None) or a module call it made (``call``, the module's path, and its record's output;
     ``operator`` None), whichever came last: the line's result (None when only ``targets`` are
-    known). ``targets``: the local names the line assigned, in the order written, with their
+    known). A line that returns a display of several values (``return out, weights``) has for
+    ``output`` the value it returned and ``returned`` True (``returned`` False, ``output`` None: what it
+    returned could not be read, and its last operator's output is not its result). ``targets``: the local names the line assigned, in the order written, with their
     values. ``runs`` and ``range`` only for a line that ran more than once: how many times, and how
     the shapes of its results varied (None: they did not)."""
 
@@ -86,6 +88,7 @@ class LineOutput(TypedDict, total=False):
     operator: str | None
     call: str | None
     output: dict[str, Any] | None
+    returned: bool
     targets: list[AssignedName]
     runs: int
     range: ShapeRange | None

@@ -160,6 +160,8 @@ def output_source(entry: Mapping[str, Any]) -> str:
     of the line): ``"`aten.add`, the last operator this line dispatched in its first run"`` or
     ``"the call of `proj`, the last thing this line did in its first run"``."""
     targets = entry.get("targets") or []
+    if entry.get("returned"):
+        return "the value this line returned in its first run"
     if len(targets) == 1 and _tensors_in(targets[0].get("output")):
         return f"the value assigned to `{targets[0]['name']}` in its first run"
     if entry.get("call") is not None:

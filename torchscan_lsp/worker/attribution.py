@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import sys
 import types
 from typing import Any, Callable
@@ -125,6 +126,8 @@ class CallSites(PassObserver):
             self.failed_call = (info.path, type(module).__name__, shapes)
         if layer is not None and self._active and self._active[-1][0] == layer:
             runs = self._active.pop()[4]
+            if error is None:
+                self.runs.call_returned(layer, lambda: _forward_code(module), output)
             self.runs.owner_ended(layer)
             if error is None:  # the call's output is now the latest value of the lines that made it
                 self.runs.value(runs, None, layer, live_key(output))
@@ -329,8 +332,8 @@ class SourceRecorder:
 def _output_entry(site: Site, record: SiteRecord, layers: list[dict[str, Any]] | None,
                   calls: dict[int, tuple[str, Site | None, tuple[Site, ...]]]) -> dict[str, Any] | None:
     """The source map's ``outputs`` entry of a line: its first run's result (the output of the last
-    operator it dispatched, or of the module call it made last: that call's record's output), the
-    names it assigned then, and, when it ran more than once, how many runs and how their shapes
+    operator it dispatched, or of the module call it made last: that call's record's output; what
+    it returned, for a line that returns a display of several values), the names it assigned then, and, when it ran more than once, how many runs and how their shapes
     varied. None for a line that computed nothing the map can show."""
     first = record.first
     if first is None:
@@ -344,6 +347,10 @@ def _output_entry(site: Site, record: SiteRecord, layers: list[dict[str, Any]] |
             entry["output"] = None
         else:
             entry["call"], entry["output"] = report.get("path"), report.get("output")
+    if record.returns:  # its last operator's output is one item of what it returned, or none of it
+        entry["call"] = None
+        entry["output"] = first.returned[0] if first.returned is not None else None
+        entry["returned"] = first.returned is not None
     if first.targets:
         entry["targets"] = [{"name": name, "output": meta, "range": _range(record.target_shapes.get(name))}
                             for name, meta, _ in first.targets]
@@ -353,6 +360,12 @@ def _output_entry(site: Site, record: SiteRecord, layers: list[dict[str, Any]] |
         entry["runs"] = record.runs
         entry["range"] = record.shapes.range()
     return entry
+
+
+def _forward_code(module: torch.nn.Module) -> types.CodeType | None:
+    """The code of the function a call of ``module`` runs: its ``forward``, unwrapped."""
+    forward = getattr(module, "forward", None)
+    return getattr(inspect.unwrap(getattr(forward, "__func__", forward)), "__code__", None)
 
 
 def _range(stats: Any) -> dict[str, Any] | None:

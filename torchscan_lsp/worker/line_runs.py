@@ -19,6 +19,14 @@ events as well (:mod:`.line_clock`, which says when and at what cost).
 line's stores ran: at the frame's first later event past the line's last store instruction, at
 its next pass, or when the frame is left. Which names a line stores, in the order they are
 written, comes from the bytecode (its ``STORE_FAST`` and kin, ordered by column).
+
+**Returned values.** A line that returns a display of several values (``return out, weights``)
+computed what it returned, not its last operator's output (:mod:`.line_values`). When the frame is
+a module call's ``forward`` (the outermost frame of model code in the call), the call's output is
+that value (:meth:`LineRuns.call_returned`); a frame of workspace code inside the call (a helper)
+gets a :class:`~torchscan_lsp.worker.line_values.ReturnWatch` from its first event on, with the
+global trace function that needs held as for a loop's line events. A library helper's line, whose
+frames are not traced, shows nothing rather than one item of what it returned.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any, Callable
 from torchscan_lsp.engine.recording import frame_tracing
 from torchscan_lsp.engine.recording.inputs import value_meta
 from torchscan_lsp.worker.line_clock import LineClock, LoopCode, loop_code
-from torchscan_lsp.worker.line_values import ShapeStats, shape_key, stored_names
+from torchscan_lsp.worker.line_values import Display, ReturnWatch, ShapeStats, display_returns, fits, shape_key, stored_names
 
 __all__ = ["LineRuns", "SiteRun", "SiteRecord"]
 
@@ -44,9 +52,10 @@ class SiteRun:
     """One run of a line: the call whose ``forward`` ran it (``owner``, a layer index), the last
     thing it did (``operator`` and its output metadata ``value``, or ``operator`` None and ``value``
     the layer index of a module call it made) with its :func:`shape_key`, and the values of the names
-    it assigned (``targets``: ``(name, metadata, key)``; None before they were read)."""
+    it assigned (``targets``: ``(name, metadata, key)``; None before they were read); for a line that
+    returns a display of several values, what it returned (``returned``: ``(metadata, key)``)."""
 
-    __slots__ = ("owner", "operator", "value", "key", "targets")
+    __slots__ = ("owner", "operator", "value", "key", "targets", "returned")
 
     def __init__(self, owner: int | None) -> None:
         self.owner = owner
@@ -54,13 +63,15 @@ class SiteRun:
         self.value: Any = None
         self.key: Any = None
         self.targets: list[tuple[str, Any, Any]] | None = None
+        self.returned: tuple[Any, Any] | None = None
 
 
 class SiteRecord:
     """Every run of one line: the first (what the editor shows), the one in progress, how many, and
-    the shapes they gave."""
+    the shapes they gave; ``returns``: the line returns a display of several values, so its runs'
+    value is what they returned (none when that could not be read), not their last operator's."""
 
-    __slots__ = ("first", "current", "token", "runs", "shapes", "target_shapes")
+    __slots__ = ("first", "current", "token", "runs", "shapes", "target_shapes", "returns")
 
     def __init__(self) -> None:
         self.first: SiteRun | None = None
@@ -69,6 +80,7 @@ class SiteRecord:
         self.runs = 0
         self.shapes = ShapeStats()
         self.target_shapes: dict[str, ShapeStats] = {}
+        self.returns = False
 
     def start(self, token: int, owner: int | None) -> SiteRun:
         """A new run of the line begins (its pass through its frame's code is ``token``)."""
@@ -85,7 +97,7 @@ class SiteRecord:
         run = self.current
         if run is None:
             return
-        self.shapes.add(run.key)
+        self.shapes.add(run.returned[1] if run.returned is not None else run.key)
         for name, _, key in run.targets or ():
             stats = self.target_shapes.get(name)
             if stats is None:
@@ -95,13 +107,18 @@ class SiteRecord:
 
 
 class _FrameState:
-    """A frame seen at an event: its instruction and callee then, its pass, and the names its lines
-    assigned that are still to be read (run id -> (run, names, offset of the line's last store))."""
+    """A frame seen at an event: its file's name and the call it runs in, its instruction and callee
+    then, its pass, the names its lines assigned that are still to be read (run id -> (run, names,
+    offset of the line's last store)), and its lines that return a display of several values."""
 
-    __slots__ = ("frame", "lasti", "callee", "token", "pending", "loops", "clock", "jumps")
+    __slots__ = ("frame", "file", "owner", "lasti", "callee", "token", "pending", "loops", "clock", "jumps", "returns")
 
-    def __init__(self, frame: types.FrameType, loops: LoopCode | None) -> None:
+    def __init__(self, frame: types.FrameType, file: str, owner: int | None, loops: LoopCode | None,
+                 returns: dict[int, Display]) -> None:
         self.frame: types.FrameType | None = frame
+        self.file = file
+        self.owner = owner
+        self.returns = returns
         self.lasti = -1
         self.callee: types.FrameType | None = None
         self.token: int | None = None
@@ -132,8 +149,10 @@ class LineRuns:
         self._stores: dict[int, tuple[types.CodeType, dict[int, tuple[tuple[str, ...], int]]]] = {}
         self._traced = traced
         self._loops: dict[int, tuple[types.CodeType, LoopCode | None]] = {}
-        #: frame -> its clock, while it runs (a generator's until the pass ends: it returns at each yield)
-        self._clocks: dict[types.FrameType, LineClock] = {}
+        self._returns: dict[int, tuple[types.CodeType, dict[int, Display]]] = {}
+        #: frame -> its clock or return watch, while it runs (a generator's clock until the pass
+        #: ends: it returns at each yield)
+        self._clocks: dict[types.FrameType, LineClock | ReturnWatch] = {}
         self._holding = False
         # whether line events were on when each module call in progress began, innermost last
         self._levels: list[bool] = []
@@ -162,8 +181,13 @@ class LineRuns:
             if depth < kept:
                 state = chain[depth]
             else:
-                state = _FrameState(frame, self._loop_code(frame.f_code) if self._traced is not None else None)
+                code = frame.f_code
+                traced = self._traced is not None and self._traced(code)
+                state = _FrameState(frame, site[0], owner, self._loop_code(code) if traced else None, self._returned_lines(code))
                 chain.append(state)
+                # a call's forward returns its output (call_returned); any other frame needs its return event
+                if state.returns and traced and (depth or owner is None) and not code.co_flags & _SUSPENDS:
+                    self._watch(state)
             lasti, clock = frame.f_lasti, state.clock
             if clock is not None:
                 if state.token is None or clock.jumps != state.jumps:
@@ -195,6 +219,8 @@ class LineRuns:
             if record is None:
                 record = sites[site] = SiteRecord()
             run = record.start(token, owner) if record.token != token else record.current
+            if state.returns and site[1] in state.returns:
+                record.returns = True
             stores = self._stored(frame.f_code).get(site[1])
             if stores is not None and id(run) not in state.pending:
                 state.pending[id(run)] = (run, stores[0], stores[1])  # type: ignore[assignment]
@@ -208,6 +234,23 @@ class LineRuns:
         None, the module call whose layer index is ``value``), of shape key ``key``."""
         for run in runs:
             run.operator, run.value, run.key = operator, value, key
+
+    def call_returned(self, owner: int, forward: Callable[[], types.CodeType | None], value: Any) -> None:
+        """Call ``owner`` returned ``value``; ``forward()`` is the code of the function the call ran
+        (the module's ``forward``, unwrapped). When a model-code frame of the call ran that code and
+        returned from a line that returns a display of several values (:func:`~torchscan_lsp.worker.
+        line_values.display_returns`) of ``value``'s kind and length, that line's run returned
+        ``value``. Called before :meth:`owner_ended`."""
+        found = [(state, state.frame.f_lineno) for state in self._chains.get(owner) or ()
+                 if state.returns and state.frame is not None and state.frame.f_lineno in state.returns]
+        code = forward() if found else None
+        for state, line in found:
+            if state.frame.f_code is code:  # type: ignore[union-attr]
+                # a decorator's wrapper around forward (outside it on the stack) may have changed
+                # the value: it is taken for forward's only when it is the display forward built
+                if fits(value, state.returns[line]):
+                    self._record_return(state, line, value)
+                return
 
     def owner_ended(self, owner: int | None) -> None:
         """Call ``owner`` ended: its frames are left, the names their lines assigned read."""
@@ -261,7 +304,7 @@ class LineRuns:
                 return None
             self._holding = True
         clock = self._clocks.get(frame)
-        if clock is not None:  # its state was let go and made again: its line events went on
+        if isinstance(clock, LineClock):  # its state was let go and made again: its line events went on
             return clock
         clock = self._clocks[frame] = LineClock(frame, loops.spans, self._tokens.__next__, self._returned)
         clock.tokens[line] = token
@@ -269,12 +312,45 @@ class LineRuns:
         frame.f_trace_lines = True
         return clock
 
-    def _returned(self, frame: types.FrameType, clock: LineClock) -> None:
-        if frame.f_code.co_flags & _SUSPENDS or self._clocks.get(frame) is not clock:
+    def _returned(self, frame: types.FrameType, tracer: LineClock | ReturnWatch) -> None:
+        if (isinstance(tracer, LineClock) and frame.f_code.co_flags & _SUSPENDS) or self._clocks.get(frame) is not tracer:
             return
         del self._clocks[frame]
-        if not self._clocks:  # no loop of model code is running: the rest of the pass runs untraced
+        if not self._clocks:  # no traced frame of model code is running: the rest of the pass runs untraced
             self._release()
+
+    def _watch(self, state: _FrameState) -> None:
+        """A :class:`ReturnWatch` on ``state``'s frame (none when another global trace function is set)."""
+        if not self._holding:
+            if not frame_tracing.hold():
+                return
+            self._holding = True
+
+        def returned(frame: types.FrameType, value: Any, watch: ReturnWatch) -> None:
+            if value is not None:
+                self._record_return(state, frame.f_lineno, value)
+            self._returned(frame, watch)
+
+        frame = state.frame
+        self._clocks[frame] = ReturnWatch(frame, state.returns, returned)  # type: ignore[index,arg-type]
+
+    def _record_return(self, state: _FrameState, line: int, value: Any) -> None:
+        """``state``'s frame returned ``value`` from ``line``: the value of that line's run in progress."""
+        site = (state.file, line)
+        record = self.sites.get(site)
+        if record is None:
+            record = self.sites[site] = SiteRecord()
+        token = state.clock.token(line) if state.clock is not None else state.token
+        run = record.current if record.token == token and record.current is not None else record.start(token, state.owner)  # type: ignore[arg-type]
+        meta = value_meta(value)
+        run.returned = (meta, shape_key(meta))
+        record.returns = True
+
+    def _returned_lines(self, code: types.CodeType) -> dict[int, Display]:
+        found = self._returns.get(id(code))
+        if found is None or found[0] is not code:
+            found = self._returns[id(code)] = (code, display_returns(code))
+        return found[1]
 
     def _release(self) -> None:
         if self._holding:
