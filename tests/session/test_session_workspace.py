@@ -75,3 +75,30 @@ def test_render_job_attaches_only_measurements_that_worked():
     job = build_render_job("/ws", {"schema_version": 1}, {"memory": {"peak_bytes": 1}, "latency": {"error": {}},
                                                           "other": {"x": 1}})
     assert job["measurements"] == {"memory": {"peak_bytes": 1}}
+
+
+def test_each_root_of_a_workspace_takes_its_own_table_under_the_same_overrides(tmp_path):
+    from torchscan_lsp.session.controller import Session
+
+    _tree(tmp_path, {
+        "a/pyproject.toml": "[tool.torchscan-lsp]\ndevice = 'meta'\ntimeout = 12\n",
+        "b/pyproject.toml": "[tool.torchscan-lsp]\ndevice = 'cpu'\ntimeout = 3\ncompare_with = 'HEAD~1'\n",
+    })
+    text = "import torch.nn as nn\n\n\n# torchscan: input_shape=(4,)\ndef small():\n    return nn.Linear(4, 2)\n"
+    session = Session(trusted=True)
+    session.configure(str(tmp_path / "a"), {})
+    first = session.open(str(tmp_path / "a" / "net.py"), str(tmp_path / "a"), text)
+    second = session.open(str(tmp_path / "b" / "net.py"), str(tmp_path / "b"), text)
+
+    def job(document):
+        state = session.store.states_in(document.root, document.rel)[0]
+        found, limits = session.job_for(document, state)
+        return found["options"]["device"], limits.timeout_s, session.settings_for(document.root).compareWith
+
+    # the configured root (the editor's first folder, the command's root) and a second one: each
+    # its own table's device, timeout and baseline (a has none: the default)
+    assert job(first) == ("meta", 12.0, "HEAD")  # the setting's default, documented in docs/server.md
+    assert job(second) == ("cpu", 3.0, "HEAD~1")
+    # a setting the editor or a flag gives wins over every root's table
+    session.configure(str(tmp_path / "a"), {"timeoutSeconds": 7})
+    assert job(first)[1] == job(second)[1] == 7.0

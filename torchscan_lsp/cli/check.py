@@ -138,7 +138,7 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
                for path, problem in unreadable]
     errors, exceeded = len(unreadable), 0
     for workspace in dict.fromkeys([str(root), *(d.root for d in reported.values())]):
-        broken = session.config_error(workspace)  # said once, at its lines, not again on every target
+        broken = session.workspace_config(workspace).error  # said once, at its lines, not again on every target
         table = Path(workspace, "pyproject.toml")
         for problem in getattr(broken, "problems", None) or ([broken] if broken is not None else []):
             entries.append(Entry(_display(table), _rel(table, root), problem.line or 1, 1, "error",

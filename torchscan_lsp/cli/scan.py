@@ -216,7 +216,7 @@ def _broken_roots(session: Session, roots: list[str], out: Output) -> set[str]:
     problems reported at its line."""
     broken = set()
     for root in dict.fromkeys(roots):
-        config_error = session.config_error(root)
+        config_error = session.workspace_config(root).error
         if config_error is not None:
             broken.add(root)
             for problem in config_error.problems:

@@ -121,7 +121,7 @@ def write_html(path: Path, session: Any, shown: list[tuple[Any, dict[str, Any]]]
     from torchscan_lsp.engine.reporting.html import render_report
 
     for (state, entry), target_path in zip(shown, html_paths(path, [entry for _, entry in shown])):
-        job = page_job(state, session.settings, receptive_field_notes=receptive_field_notes)
+        job = page_job(state, session.settings_for(state.key.root), receptive_field_notes=receptive_field_notes)
         try:
             render_report(job["report"], target_path, title=f"{entry['file']}: {entry['target']}",
                           **render_arguments(job))

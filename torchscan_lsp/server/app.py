@@ -207,7 +207,7 @@ class TorchscanServer(LanguageServer):
         """All diagnostics of ``document`` (one builder for pushes and pulls)."""
         settings = self.session.settings
         return diagnostics.build_diagnostics(document.rel, self.lines(document), document.problems,
-                                             self.states_for(document), self.session.config_error(document.root),
+                                             self.states_for(document), self.session.workspace_config(document.root).error,
                                              self.client.name, path=document.path, headline=settings.headline,
                                              receptive_field_notes=settings.receptiveFieldNotes,
                                              options=self.session.target_options)

@@ -87,7 +87,7 @@ class Baselines:
     def resolve_ahead(self, state: TargetState) -> asyncio.Task | None:
         """Start resolving ``state``'s baseline ref now (while its analysis runs), so that the
         result's comparison need not wait for git; ``None`` for ``"save"`` and ``"off"``."""
-        ref = baseline_ref(state, self.session.settings.compareWith)
+        ref = baseline_ref(state, self.session.settings_for(state.key.root).compareWith)
         if ref in BASELINE_WORDS:
             return None
         task = asyncio.ensure_future(git.resolve(state.key.root, ref))
@@ -116,7 +116,7 @@ class Baselines:
         view = state.view
         if view is None:
             return
-        ref = baseline_ref(state, self.session.settings.compareWith)
+        ref = baseline_ref(state, self.session.settings_for(state.key.root).compareWith)
         comparison: Comparison | None = None
         if ref == "save":
             comparison = (await asyncio.to_thread(_compared, state.previous_view, view, state.key.file, PREVIOUS)
@@ -224,7 +224,7 @@ class Baselines:
         scratch = await asyncio.to_thread(_write_tree, texts)
         try:
             defaults = session.workspace_config(state.key.root).defaults
-            job, limits = build_job(str(scratch), str(scratch / state.key.file), then, defaults, session.settings)
+            job, limits = build_job(str(scratch), str(scratch / state.key.file), then, defaults, session.settings_for(state.key.root))
             job["options"] = {k: v for k, v in job["options"].items() if k not in _SKIPPED_OPTIONS}
             job["measure"] = []
             result = await session.run_job(job, python=limits.python, timeout_s=limits.timeout_s,

@@ -79,6 +79,7 @@ class Session:
         self.plans = Plans(self, auto=auto_plan)
         self.baselines = Baselines(self)
         self._configs: dict[str, WorkspaceConfig] = {}
+        self._configured: tuple[str | None, Mapping[str, Any]] = (None, {})  # configure's root and overrides
         self._told_cache_problem: str | None = None
 
     @property
@@ -90,13 +91,13 @@ class Session:
 
     def workspace_config(self, root: str) -> WorkspaceConfig:
         """``root``'s ``[tool.torchscan-lsp]`` table, read once until :meth:`forget_workspace_config`."""
-        if root not in self._configs:
-            self._configs[root] = read_config(root)
-        return self._configs[root]
+        return self._configs[root] if root in self._configs else self._configs.setdefault(root, read_config(root))
 
-    def config_error(self, root: str) -> Any | None:
-        """The error of ``root``'s ``[tool.torchscan-lsp]`` table (``.message``, ``.line``), if any."""
-        return self.workspace_config(root).error
+    def settings_for(self, root: str) -> Settings:
+        """The settings of the files under ``root``: :meth:`configure`'s, with ``root``'s own table under
+        the same overrides when it is another folder (``device``, ``timeoutSeconds``, ``compareWith``)."""
+        configured, overrides = self._configured
+        return self.settings if root == configured else resolve(self.workspace_config(root).settings_defaults, overrides)[0]
 
     def forget_workspace_config(self) -> None:
         """Re-read the tables on next use (after a ``pyproject.toml`` changed)."""
@@ -109,6 +110,7 @@ class Session:
         was skipped."""
         defaults = self.workspace_config(root).settings_defaults if root else {}
         new, problems = resolve(defaults, overrides)
+        self._configured = (root, dict(overrides or {}))
         old, self.settings = self.settings, new
         self.scheduler.set_max_workers(new.maxWorkers)
         self.cache.persist((lambda: cache_folder("results")) if self.keep_results and new.cacheResults else None)
@@ -230,14 +232,14 @@ class Session:
     def target_options(self, state: TargetState) -> dict[str, Any]:
         """The options ``state``'s target runs with (:func:`~.jobs.effective_options`): its budgets
         among them."""
-        return effective_options(state.target, self.workspace_config(state.key.root).defaults, self.settings)
+        return effective_options(state.target, self.workspace_config(state.key.root).defaults, self.settings_for(state.key.root))
 
     def job_for(self, document: Document, state: TargetState, *, measure: Iterable[str] = (),
                 unsaved: bool = False) -> tuple[dict, Limits]:
         """The worker job for ``state`` and its limits (:func:`~.jobs.build_job`); of phase
         ``forward`` when its training estimate runs as a job of its own (``separate_training``)."""
         defaults = self.workspace_config(document.root).defaults
-        job, limits = build_job(document.root, document.path, state.target, defaults, self.settings, measure=measure,
+        job, limits = build_job(document.root, document.path, state.target, defaults, self.settings_for(document.root), measure=measure,
                                 source_text=document.text if unsaved or document.program is not None else None)
         return self.estimates.phase(job), limits
 
@@ -380,7 +382,7 @@ class Session:
         """Render ``state``'s page as the editor shows it (:func:`~torchscan_lsp.session.jobs.page_job`)
         as one offline HTML file in a worker process (rendering imports torch). Returns ``{"ok":
         true, "path": ...}`` or a failure result."""
-        return await worker_client.render_html(page_job(state, self.settings), html_path, python=self.settings.python)
+        return await worker_client.render_html(page_job(state, self.settings_for(state.key.root)), html_path, python=self.settings.python)
 
     async def prewarm(self, roots: Iterable[str] = ()) -> None:
         """Start the configured interpreter's warm worker ahead of the first job, primed with what

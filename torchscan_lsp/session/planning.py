@@ -82,7 +82,7 @@ class Plans:
                 changed.append(state)
                 continue
             defaults = session.workspace_config(document.root).defaults
-            job, limits = build_plan_job(document.root, document.path, state.target, defaults, session.settings,
+            job, limits = build_plan_job(document.root, document.path, state.target, defaults, session.settings_for(document.root),
                                          source_text=document.text if unsaved else None)
             text = document.text
             key = job_key(job, content_hash(text), session.settings.interpreter)
@@ -108,7 +108,7 @@ class Plans:
         if self.every:
             self.request(document, [state.key.name], requested=True, unsaved=unsaved)
             return
-        options = effective_options(state.target, session.workspace_config(document.root).defaults, session.settings)
+        options = effective_options(state.target, session.workspace_config(document.root).defaults, session.settings_for(document.root))
         if self.auto and wants_plan(options):
             self.request(document, [state.key.name], requested=False, unsaved=unsaved)
 
