@@ -46,7 +46,9 @@ def complex_call(module: nn.Module, inputs: Any, out: Any) -> bool:
     or one of its own parameters, is complex."""
     if _complex(first_tensor(as_inputs(inputs))) or _complex(first_tensor(out)):
         return True
-    return any(parameter.is_complex() for parameter in module.parameters(recurse=False))
+    # its own parameters, read from their table: ``parameters(recurse=False)`` walks a generator
+    # chain that costs more than the formulas themselves on a small layer
+    return any(parameter is not None and parameter.is_complex() for parameter in module._parameters.values())
 
 
 def _lower_bound(module: nn.Module, count: int) -> int:
