@@ -43,6 +43,9 @@ LIBRARY = 2
 ENGINE_DIR = os.path.join(PACKAGE_DIR, "engine") + os.sep
 _TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__))
 _INSTALLED_PARTS = {"site-packages", "dist-packages"}
+_INLINE = frozenset({"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"})
+"""The code objects of an expression that runs in a frame of its own (Python 3.11 compiles every
+comprehension so; 3.12 inlines all but generator expressions)."""
 
 
 def resolve_module_files(names: Iterable[str]) -> None:
@@ -143,19 +146,30 @@ class CodeFiles:
         call in progress, whose caller's frames are not this call's) or the barrier: ``(kind, name,
         frame, callee)`` innermost first, and whether the walk ended at ``stop``. ``callee`` is the
         frame the frame was calling, None when that is this package's (an operator dispatched by
-        the line itself, through a function written in C)."""
+        the line itself, through a function written in C).
+
+        A generator expression, comprehension or lambda called from its own line (``sum(b(x) for
+        b in self.branches)``, ``max(..., key=lambda t: t.sum())``) is part of that line: its frame
+        is left out and what it does is the line's, with no callee, so that its iterations are not
+        runs of the line and the line's value is what the whole expression made."""
         barrier, known, kind = self.barrier, self._files, self.kind
         found: list[tuple[int, str, types.FrameType, types.FrameType | None]] = []
         callee = None
         while frame is not None and frame is not barrier:
             if frame is stop:
                 return found, True
-            filename = frame.f_code.co_filename
+            code = frame.f_code
+            filename = code.co_filename
+            back = frame.f_back
+            if code.co_name in _INLINE and back is not None and back.f_code.co_filename == filename \
+                    and back.f_lineno == frame.f_lineno:
+                callee, frame = None, back
+                continue
             entry = known.get(filename) or kind(filename)
             if entry[0]:
                 found.append((entry[0], entry[1], frame, callee))  # type: ignore[arg-type]
             callee = None if self._package(filename) else frame
-            frame = frame.f_back
+            frame = back
         return found, False
 
     def _package(self, filename: str) -> bool:
