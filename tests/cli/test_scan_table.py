@@ -75,3 +75,33 @@ def test_no_cell_is_cut_short(table):
     assert head[1] == "ConditionalGenerationHeadWithALongName"
     assert head[2] == "((1, 4), (1, 32, 6, 6), (1, 1, 4))"
     assert not any("…" in line or "[...]" in line for line in table)
+
+
+def test_modules_the_forward_never_called_are_listed_under_the_table(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "models"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"skip.py": """
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 8)
+                self.head = nn.Linear(8, 100)
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        # torchscan: input_shape=(8,)
+        def build():
+            return Net()
+    """})
+    code, out, err = scan(capsys, "skip.py")
+    assert code == 0 and err == "", err
+    lines = out.splitlines()
+    # body 8·8 + 8 = 72 in its row; head 8·100 + 100 = 900 in none: Total params is 972
+    assert "Total params: 972" in lines
+    start = lines.index("Never called in the forward pass (1), so in no row; Total params counts their parameters:")
+    assert lines[start + 1] == "  head (Linear): 900 params"

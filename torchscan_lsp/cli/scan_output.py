@@ -165,6 +165,8 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
     report = result["report"]
     # parameters and buffers in columns of their own, so the rows add up to the totals; nothing cut
     print(format_info(report, diagnostics_footer=False, buffers=True, cut=False), file=stdout)
+    for line in _never_called_lines(state):
+        print(line, file=stdout)
 
     def place(path: Path, line: int) -> str:
         return places.at(display(path), line)
@@ -175,6 +177,28 @@ def print_table(stdout: TextIO, shown: str, state: Any, result: dict[str, Any], 
     for line in _measurement_lines(measurements):
         print(line, file=stdout)
     print(file=stdout)
+
+
+def _never_called_lines(state: Any) -> list[str]:
+    """The modules the forward pass never called that hold parameters or buffers of their own: no
+    row stands for them, and ``Total params`` counts them (the source map's ``uncalled``)."""
+    uncalled = state.view.uncalled if state.view is not None else {}
+    idle = [(path, entry) for path, entry in uncalled.items() if not entry.get("ran")
+            and (sum((entry.get("parameters") or {}).get(k, 0) for k in ("trainable", "frozen"))
+                 or (entry.get("buffers") or {}).get("elements"))]
+    if not idle:
+        return []
+    lines = [f"Never called in the forward pass ({len(idle)}), so in no row; Total params counts their parameters:"]
+    for path, entry in idle[:_NEVER_CALLED_ROWS]:
+        params = sum((entry.get("parameters") or {}).get(k, 0) for k in ("trainable", "frozen"))
+        buffers = (entry.get("buffers") or {}).get("elements", 0)
+        lines.append(f"  {path} ({entry.get('type')}): {params:,} params" + (f", {buffers:,} buffer elements" if buffers else ""))
+    if len(idle) > _NEVER_CALLED_ROWS:
+        lines.append(f"  … and {len(idle) - _NEVER_CALLED_ROWS} more")
+    return lines
+
+
+_NEVER_CALLED_ROWS = 12
 
 
 def _measurement_lines(measurements: dict[str, Any]) -> list[str]:

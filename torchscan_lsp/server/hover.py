@@ -19,7 +19,8 @@ from torchscan_lsp.contract.report import DIAGNOSTIC_PYTHON_WARNING
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.comparison_card import comparison_card
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import ESTIMATE_RUNNING_NOTE, STALE_NOTE, error_message, traceback_block, untrusted_message
+from torchscan_lsp.server.messages import (ESTIMATE_RUNNING_NOTE, NEVER_CALLED_NOTE, STALE_NOTE, error_message, traceback_block,
+                                           untrusted_message)
 from torchscan_lsp.server.roofline_card import module_roofline, target_roofline
 from torchscan_lsp.server.plan_card import plan_card
 from torchscan_lsp.server.work_tables import children_table, methods_table, top_modules
@@ -182,9 +183,12 @@ def module_card(view: ResultView, paths: list[str], headline: str = DEFAULT_HEAD
         if any(layer.get("direct") for layer in layers):
             parts.append("Called through `.forward(...)`, which runs no module hook: its calls were found by their "
                          "frames on the stack, and its own work is counted in them")
+    elif not summary["ran"]:  # built, never called: no work to show
+        parts.append(NEVER_CALLED_NOTE)
     else:
         parts.append("Never called itself: the numbers are its children's")
-    parts.append(methods_table(view, paths, summary, headline))
+    if summary["ran"]:
+        parts.append(methods_table(view, paths, summary, headline))
     if len(paths) == 1:
         parts.append(children_table(view, paths[0], headline))
     sites = view.call_sites(paths)

@@ -14,7 +14,7 @@ from pygls.lsp.server import LanguageServer
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.server import labels
 from torchscan_lsp.server.features import Editor
-from torchscan_lsp.server.messages import STALE_MARK, STALE_NOTE
+from torchscan_lsp.server.messages import NEVER_CALLED, NEVER_CALLED_NOTE, STALE_MARK, STALE_NOTE
 from torchscan_lsp.server.positions import Lines
 from torchscan_lsp.session.deltas import Change, Comparison
 from torchscan_lsp.session.measurements import layer_latency
@@ -84,11 +84,14 @@ def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEA
     method, prefixed ``"×n · "`` when the line built ``n`` > 1 instances of one type (a loop or
     comprehension), or ``"n modules · "`` when they differ (``a, b = A(), B()``). With a
     ``comparison`` that has a baseline, a number that changed carries its change (``"336 params
-    (+112) · 583 kFLOPs (+50 %)"``), and modules the baseline lacks end with ``(new)``.
+    (+112) · 583 kFLOPs (+50 %)"``), and modules the baseline lacks end with ``(new)``. Modules
+    the forward pass never called say so in place of their FLOPs (``"900 params · never called"``).
     """
     summary = view.module_summary(paths)
     flops = method(headline).flops
     params, work = labels.params_text(summary), fmt.metric_text(summary[flops], "FLOPs")
+    if not summary["ran"]:  # built, never called: parameters of the model, no work in this pass
+        work = NEVER_CALLED
     change = comparison.line_change(paths, flops) if comparison is not None and comparison.ready else None
     if change is not None:
         params, work = labels.with_change(params, change[0], False), labels.with_change(work, change[1], True)
@@ -104,7 +107,7 @@ def module_label(view: ResultView, paths: list[str], headline: str = DEFAULT_HEA
               if summary.get("shared_elements") else "")
     tooltip = (f"{' / '.join(types_)} built here: {shown}\n\n"
                f"- parameters: {summary['parameters']:,} ({summary['trainable']:,} trainable){shared}\n"
-               + methods_lines(summary, headline))
+               + (methods_lines(summary, headline) if summary["ran"] else "\n" + NEVER_CALLED_NOTE))
     if change is not None:
         tooltip += "\n\n" + change_lines(comparison, [("parameters", change[0], "params"), ("FLOPs", change[1], "FLOPs")])
     elif comparison is not None and comparison.ready:

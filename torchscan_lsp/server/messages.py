@@ -44,6 +44,11 @@ STALE_NOTE = "**Stale**: from the last successful analysis; the code changed sin
 ESTIMATE_RUNNING_NOTE = ("**Training step**: the estimate is running; it appears here, with its memory "
                          "budget check, when it is done (the numbers above are complete without it).")
 """A target's hover while its training estimate runs after the forward analysis."""
+NEVER_CALLED = "never called"
+"""In place of the FLOPs of modules the forward pass never called (their parameters still count)."""
+NEVER_CALLED_NOTE = ("Never called in the forward pass: its parameters count in the model's total, "
+                     "and it did no work.")
+"""The hover and tooltip of modules the forward pass never called."""
 STALE_MARK = " (stale)"
 """Appended to the label of every hint of a stale result: the editor shows labels, not tooltips."""
 

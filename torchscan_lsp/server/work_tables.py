@@ -15,6 +15,7 @@ from typing import Any
 from torchscan_lsp.contract import format as fmt
 from torchscan_lsp.contract.metrics import metric_value
 from torchscan_lsp.server import labels
+from torchscan_lsp.server.messages import NEVER_CALLED
 from torchscan_lsp.session.gaps import difference_note
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method, other
 from torchscan_lsp.session.results import ResultView
@@ -50,9 +51,9 @@ def methods_table(view: ResultView, roots: list[str], metrics: Mapping[str, Any]
     return text + (f"\n\n{note}" if note else "")
 
 
-def _output(view: ResultView, path: str) -> str:
+def _output(view: ResultView, path: str, ran: bool) -> str:
     call = view.by_key.get((path, 0))
-    return labels.shape(call.get("output")) if call is not None else "never called itself"
+    return labels.shape(call.get("output")) if call is not None else "never called itself" if ran else NEVER_CALLED
 
 
 def children_table(view: ResultView, path: str, headline: str = DEFAULT_HEADLINE) -> str:
@@ -65,8 +66,9 @@ def children_table(view: ResultView, path: str, headline: str = DEFAULT_HEADLINE
     flops = method(headline).flops
     for child in children[:MAX_ROWS]:
         summary = view.module_summary([child])
+        work = fmt.metric_text(summary[flops], "FLOPs") if summary["ran"] else "—"
         rows.append(f"| `{child}` | {' / '.join(view.types_of([child]))} | {labels.params_text(summary)} "
-                    f"| {fmt.metric_text(summary[flops], 'FLOPs')} | {_output(view, child)} |")
+                    f"| {work} | {_output(view, child, summary['ran'])} |")
     if len(children) > MAX_ROWS:
         rows.append(f"| … {len(children) - MAX_ROWS} more | | | | |")
     return "\n".join(rows)

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from torchscan_lsp.contract.messages import is_library
 from torchscan_lsp.session.line_operators import Site, operators_by_line
+from torchscan_lsp.session.module_sums import held, shared
 from torchscan_lsp.contract.report import (
     MODULE_FORMULA_METRICS,
     OPERATOR_METRICS,
@@ -85,8 +86,9 @@ class ResultView:
         }
         self.lines: dict[Site, LineInfo] = defaultdict(LineInfo)
         self.module_entries: dict[LayerKey, dict] = {}
-        #: type names of the containers that were never called themselves (their children were)
-        self.uncalled_types: dict[str, str] = {}
+        #: the source map's ``uncalled`` entries by path: containers never called themselves (their
+        #: children were) and modules that never ran, with the tensors only they hold
+        self.uncalled: dict[str, Mapping[str, Any]] = {}
         self._summaries: dict[tuple[str, ...], dict] = {}
         self._class_files: dict[str, str] = {}
         #: paths of the modules built inside library code (their entries name a library line)
@@ -116,8 +118,10 @@ class ResultView:
         """Parameters and work of the modules at ``paths`` (their whole subtrees).
 
         Returns ``{"parameters", "trainable", "frozen", "parameter_bytes", "buffer_elements",
-        "shared_elements", "shared_with", "module_flops", "macs", "dmas", "operator_flops",
-        "operator_macs"}``: counts are ints (each tensor counted once, as in the report); work
+        "shared_elements", "shared_with", "ran", "module_flops", "macs", "dmas", "operator_flops",
+        "operator_macs"}``: counts are ints (each tensor counted once, as in the report; the
+        modules below that never ran count too, :mod:`.module_sums`), ``ran`` whether any of them
+        was called; work
         entries are metric objects. The module formulas' are summed over every call in the subtrees
         by the contract's one rule (:func:`~torchscan_lsp.contract.report.subtree_total`), so work
         that ran in a container's own ``forward`` and that no formula counted makes them partial;
@@ -131,16 +135,7 @@ class ResultView:
         if key in self._summaries:
             return self._summaries[key]
         layers = self.subtree(key)
-        trainable = sum(layer.get("parameters", {}).get("trainable", 0) for layer in layers)
-        frozen = sum(layer.get("parameters", {}).get("frozen", 0) for layer in layers)
-        summary: dict[str, Any] = {
-            "parameters": trainable + frozen,
-            "trainable": trainable,
-            "frozen": frozen,
-            "parameter_bytes": sum(layer.get("parameters", {}).get("bytes", 0) for layer in layers),
-            "buffer_elements": sum(layer.get("buffers", {}).get("elements", 0) for layer in layers),
-            **self._shared(layers),
-        }
+        summary: dict[str, Any] = {**held(layers, self.uncalled, key), **shared(layers), "ran": bool(layers)}
         diagnostics = self.report.get("diagnostics") or []
         for name, unit in MODULE_FORMULA_METRICS.items():
             summary[name] = subtree_total(self.layers, diagnostics, name, key, unit=unit)
@@ -164,26 +159,10 @@ class ResultView:
         for paths in self.hint_paths(file):
             self.module_summary(paths)
 
-    @staticmethod
-    def _shared(layers: list[dict]) -> dict[str, Any]:
-        """Parameters of ``layers`` counted under modules outside them (each module's first call:
-        a second call of a module shares its tensors with its own first one, which says nothing)."""
-        inside = {layer["path"] for layer in layers}
-        elements, owners, seen = 0, [], set()
-        for layer in layers:
-            stats = layer.get("parameters", {})
-            others = [owner for owner in stats.get("shared_with") or [] if owner not in inside]
-            if layer["path"] in seen or not others or len(others) != len(stats.get("shared_with") or []):
-                continue
-            seen.add(layer["path"])
-            elements += stats.get("shared_elements", 0)
-            owners += [owner for owner in others if owner not in owners]
-        return {"shared_elements": elements, "shared_with": owners}
-
     @functools.cached_property
     def known_paths(self) -> dict[str, None]:
         """Every module path the result names (called or never called itself), in call order."""
-        return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled_types))
+        return dict.fromkeys([layer["path"] for layer in self.layers] + list(self.uncalled))
 
     @functools.cached_property
     def _children(self) -> dict[str, list[str]]:
@@ -224,7 +203,7 @@ class ResultView:
         """The distinct type names of the modules at ``paths``, sorted (called or not)."""
         wanted = set(paths)
         found = {layer["type"] for (path, _), layer in self.by_key.items() if path in wanted}
-        return sorted(found | {self.uncalled_types[p] for p in wanted if p in self.uncalled_types})
+        return sorted(found | {str(self.uncalled[p].get("type") or "") for p in wanted if p in self.uncalled})
 
     def call_sites(self, paths: Iterable[str]) -> list[Site]:
         """The distinct workspace lines that called the modules at ``paths``, in first-call order."""
@@ -303,7 +282,7 @@ class ResultView:
             path = entry.get("path")
             if not isinstance(path, str):
                 continue
-            self.uncalled_types[path] = str(entry.get("type") or "")
+            self.uncalled[path] = entry
             if entry.get("library_defined_at"):
                 self._library_built.add(path)
             for defined in [entry.get("defined_at"), *(entry.get("library_defined_at") or [])]:

@@ -38,6 +38,7 @@ from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
 from torchscan_lsp.worker.line_runs import LineRuns, SiteRecord
 from torchscan_lsp.worker.line_values import live_key, shape_key
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
+from torchscan_lsp.worker.uncalled import uncalled_modules
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
 
@@ -185,8 +186,9 @@ class CallSites(PassObserver):
     # -- results ---------------------------------------------------------------------------------
 
     def source_map(self, definitions: dict[str, Definition], layers: list[dict[str, Any]] | None,
-                   ignored: dict[str, str], classes: list[dict[str, Any]], types: dict[str, str]) -> SourceMap:
-        """The job's source map (:class:`~torchscan_lsp.contract.messages.SourceMap`).
+                   ignored: dict[str, str], classes: list[dict[str, Any]]) -> SourceMap:
+        """The job's source map (:class:`~torchscan_lsp.contract.messages.SourceMap`) but for its
+        ``uncalled`` and ``parameters``, which need the model (:meth:`SourceRecorder.source_map`).
 
         Library sites are kept in the files that define a module class of the model (``classes``:
         the modeling file a go-to-definition opens); the decorators, wrappers and back ends that
@@ -228,17 +230,8 @@ class CallSites(PassObserver):
             entry = _output_entry(site, record, layers, self.calls) if shown(site) else None
             if entry is not None:
                 outputs.append(entry)
-        # containers never called themselves (a ModuleList, a ModuleDict) whose children were: their
-        # lines built them too
-        called = {path for path, _, _ in self.calls.values()}
-        ancestors = {path.rsplit(".", depth)[0] for path in called for depth in range(1, path.count(".") + 1)}
-        uncalled = [
-            {"path": path, "type": types[path], "defined_at": as_json(definitions[path][0]),
-             "library_defined_at": library(definitions[path][1])}
-            for path in sorted(ancestors - called) if path in definitions and path in types
-        ]
         return {"modules": modules, "operators": operators, "under": under, "outputs": outputs,  # type: ignore[typeddict-item]
-                "classes": classes, "uncalled": uncalled}
+                "classes": classes}
 
 
 class SourceRecorder:
@@ -317,10 +310,16 @@ class SourceRecorder:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            types = {path: type(module).__name__ for path, module in self._root.named_modules()}
-            found = self.running.source_map(self.definitions.definitions(self._root), layers, _ignored_operators(),
-                                            self.definitions.classes(self._root), types)
+            definitions = self.definitions.definitions(self._root)
+            found = self.running.source_map(definitions, layers, _ignored_operators(), self.definitions.classes(self._root))
             kept = {entry["file"] for entry in found["classes"]}
+
+            def sites(path: str) -> dict[str, Any]:
+                defined, library = definitions.get(path, (None, ()))
+                return {"defined_at": as_json(defined),
+                        "library_defined_at": [{"file": f, "line": n} for f, n in library if f in kept]}
+
+            found["uncalled"] = uncalled_modules(self._root, [path for path, _, _ in self.running.calls.values()], sites)
             found["parameters"] = [entry for entry in self.definitions.parameters(self._root)
                                    if entry["file"] in kept or not is_library(entry["file"])]
             return found
