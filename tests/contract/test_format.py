@@ -120,3 +120,13 @@ def test_editor_labels_compose_the_formatter():
 ])
 def test_a_change_has_its_sign_and_its_unit(value, unit, full, expected):
     assert fmt.change(value, unit, full=full) == expected
+
+
+def test_editor_shapes_name_a_mapping_s_keys():
+    # a dict (a ModelOutput) of values alone reads like a set: the editor's labels give each key
+    output = {"kind": "mapping", "type": "CausalLMOutput", "items": [
+        {"key": "logits", "key_type": "str", "value": {"kind": "tensor", "shape": [1, 8, 100], "dtype": "torch.float32"}},
+        {"key": "past", "key_type": "str", "value": {"kind": "tuple", "items": [{"kind": "none"}]}}]}
+    assert fmt.shape_text(output) == "{(1, 8, 100), (none)}"  # the reference's table keeps values only
+    assert fmt.shape_text(output, keys=True) == "{logits: (1, 8, 100), past: (none)}"
+    assert fmt.shape_text(output, keys=True, limit=12) == "{logits: (1…"

@@ -202,22 +202,24 @@ def relative_change(before: float, after: float) -> str:
     return f"{sign}{text} %"
 
 
-def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, limit: int | None = None) -> str:
+def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, keys: bool = False, limit: int | None = None) -> str:
     """Text of a value's metadata as reports store it (never its values).
 
     A tensor prints as its shape tuple ``(1, 64, 56, 56)`` (``(1,)`` for one dimension); a tuple
     as ``(a, b)``, a list as ``[a, b]``, a mapping as its values in braces ``{a, b}``; anything else
     as its kind word (``none``, ``scalar``, ``object``, ``pending``). With ``detail``, tensors add
     their dtype (``(2, 3) torch.float32``), mappings their keys (``{ids: (1, 6)}``) and scalars and
-    objects their type name. Text longer than ``limit`` characters is cut with ``…``.
+    objects their type name; with ``keys`` (the editor's labels), mappings their keys alone
+    (``{logits: (1, 8, 100), loss: none}``: values alone read like a set). Text longer than
+    ``limit`` characters is cut with ``…``.
     """
-    text = _shape(meta if isinstance(meta, Mapping) else None, detail)
+    text = _shape(meta if isinstance(meta, Mapping) else None, detail, keys or detail)
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
 
 
-def _shape(meta: Mapping[str, Any] | None, detail: bool) -> str:
+def _shape(meta: Mapping[str, Any] | None, detail: bool, keys: bool) -> str:
     if meta is None:
         return "object"
     kind = meta.get("kind")
@@ -229,13 +231,13 @@ def _shape(meta: Mapping[str, Any] | None, detail: bool) -> str:
             text = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
         return f"{text} {meta.get('dtype', '')}".rstrip() if detail else text
     if kind in ("tuple", "list"):
-        items = ", ".join(_shape(item, detail) for item in meta.get("items", ()))
+        items = ", ".join(_shape(item, detail, keys) for item in meta.get("items", ()))
         return f"({items})" if kind == "tuple" else f"[{items}]"
     if kind == "mapping":
         entries = []
         for entry in meta.get("items", ()):
-            value = _shape(entry.get("value"), detail)
-            entries.append(f"{entry.get('key', '…')}: {value}" if detail else value)
+            value = _shape(entry.get("value"), detail, keys)
+            entries.append(f"{entry.get('key', '…')}: {value}" if keys else value)
         return "{" + ", ".join(entries) + "}"
     if detail and kind in ("scalar", "object"):
         return str(meta.get("type", kind))

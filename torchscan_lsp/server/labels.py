@@ -60,7 +60,7 @@ def with_change(text: str, change: Change, relative: bool) -> str:
 
 def shape_label(meta: Mapping[str, Any] | None) -> str:
     """The inlay-hint text for a call's output: ``"→ (1, 64, 56, 56)"``."""
-    return fmt.ARROW + fmt.shape_text(meta, limit=SHAPE_LIMIT)
+    return fmt.ARROW + fmt.shape_text(meta, keys=True, limit=SHAPE_LIMIT)
 
 
 HOVER_SHAPE_LIMIT = 60
@@ -69,7 +69,7 @@ HOVER_SHAPE_LIMIT = 60
 
 def shape(meta: Mapping[str, Any] | None) -> str:
     """A value's shape as hovers and tooltips show it: ``(1, 64, 56, 56)``."""
-    return fmt.shape_text(meta, limit=HOVER_SHAPE_LIMIT)
+    return fmt.shape_text(meta, keys=True, limit=HOVER_SHAPE_LIMIT)
 
 
 def inputs_text(call_input: Mapping[str, Any] | None) -> str:
@@ -78,8 +78,9 @@ def inputs_text(call_input: Mapping[str, Any] | None) -> str:
     for a call without arguments."""
     call_input = call_input or {}
     parts = [shape(meta) for meta in call_input.get("args") or []]
-    parts += [f"{name}={fmt.shape_text(meta, detail=(meta or {}).get('kind') == 'scalar', limit=HOVER_SHAPE_LIMIT)}"
-              for name, meta in (call_input.get("kwargs") or {}).items()]
+    for name, meta in (call_input.get("kwargs") or {}).items():
+        scalar = (meta or {}).get("kind") == "scalar"
+        parts.append(f"{name}={fmt.shape_text(meta, detail=scalar, keys=True, limit=HOVER_SHAPE_LIMIT)}")
     return ", ".join(parts) or "none"
 
 
@@ -126,7 +127,7 @@ def line_label(entry: Mapping[str, Any]) -> str:
     (``"xq (1, 32, 64) · xk (1, 32, 32) · xv (1, 32, 32)"``); then :func:`runs_text`."""
     targets = shown_targets(entry)
     if targets and len(entry.get("targets") or ()) > 1:
-        text = fmt.SEPARATOR.join(f"{t['name']} {fmt.shape_text(t.get('output'), limit=SHAPE_LIMIT)}" for t in targets)
+        text = fmt.SEPARATOR.join(f"{t['name']} {fmt.shape_text(t.get('output'), keys=True, limit=SHAPE_LIMIT)}" for t in targets)
     else:
         text = shape_label(targets[0].get("output") if targets else entry.get("output"))
     runs = runs_text(entry)
