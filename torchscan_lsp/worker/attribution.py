@@ -35,8 +35,8 @@ from torchscan_lsp.contract.messages import SourceMap, is_library
 from torchscan_lsp.engine.recording.inputs import tensor_meta
 from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
-from torchscan_lsp.worker.line_runs import LineRuns, SiteRecord
-from torchscan_lsp.worker.line_values import live_key, shape_key
+from torchscan_lsp.worker.line_runs import LineRuns
+from torchscan_lsp.worker.line_values import SiteRecord, holds_tensor, live_key, shape_key
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
 from torchscan_lsp.worker.uncalled import uncalled_modules
 
@@ -350,6 +350,8 @@ def _output_entry(site: Site, record: SiteRecord, layers: list[dict[str, Any]] |
         entry["call"] = None
         entry["output"] = first.returned[0] if first.returned is not None else None
         entry["returned"] = first.returned is not None
+    if entry["output"] is None and first.targets:  # a line that only assigned (first = outputs[0])
+        entry["output"] = next((meta for _, meta, _ in first.targets if holds_tensor(meta)), None)
     if first.targets:
         entry["targets"] = [{"name": name, "output": meta, "range": _range(record.target_shapes.get(name))}
                             for name, meta, _ in first.targets]

@@ -14,19 +14,17 @@ the same module call has returned: its lines' runs are over.
 **Loops in workspace code** whose iterations the events cannot tell apart get Python's line
 events as well (:mod:`.line_clock`, which says when and at what cost).
 
-**Assigned names.** For a line that stores local names (``xq, xk = apply_rotary_emb(...)``,
-``x, pad_hw = window_partition(x, 14)``), the names are read from the frame's locals once the
-line's stores ran: at the frame's first later event past the line's last store instruction, at
-its next pass, or when the frame is left. Which names a line stores, in the order they are
-written, comes from the bytecode (its ``STORE_FAST`` and kin, ordered by column).
+**Assigned names.** For a line that stores local names (``xq, xk = apply_rotary_emb(...)``), the
+names are read from the frame's locals once the line's stores ran: at the frame's first later
+event past the line's last store, at its next pass, or when the frame is left. A line with no event
+of its own (``first = outputs[0]``) that the frame went past in straight-line code between two
+events had a run too; its tensors are read then (:meth:`~.line_values.CodeFacts.passed`).
 
 **Returned values.** A line that returns a display of several values (``return out, weights``)
-computed what it returned, not its last operator's output (:mod:`.line_values`). When the frame is
-a module call's ``forward`` (the outermost frame of model code in the call), the call's output is
-that value (:meth:`LineRuns.call_returned`); a frame of workspace code inside the call (a helper)
-gets a :class:`~torchscan_lsp.worker.line_values.ReturnWatch` from its first event on, with the
-global trace function that needs held as for a loop's line events. A library helper's line, whose
-frames are not traced, shows nothing rather than one item of what it returned.
+computed what it returned (:mod:`.line_values`): a module call's ``forward`` returned the call's
+output (:meth:`LineRuns.call_returned`); a workspace helper's frame gets a
+:class:`~.line_values.ReturnWatch`, holding the global trace function as a loop's line events do;
+a library helper's line, untraced, shows nothing rather than one item of what it returned.
 """
 
 from __future__ import annotations
@@ -36,74 +34,18 @@ import itertools
 import types
 from typing import Any, Callable
 
+import torch
+
 from torchscan_lsp.engine.recording import frame_tracing
 from torchscan_lsp.engine.recording.inputs import value_meta
 from torchscan_lsp.worker.line_clock import LineClock, LoopCode, loop_code
-from torchscan_lsp.worker.line_values import Display, ReturnWatch, ShapeStats, display_returns, fits, shape_key, stored_names
+from torchscan_lsp.worker.line_values import CodeFacts, Display, ReturnWatch, SiteRecord, SiteRun, fits, shape_key
 
-__all__ = ["LineRuns", "SiteRun", "SiteRecord"]
+__all__ = ["LineRuns"]
 
 Site = tuple[str, int]
 
 _SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-
-
-class SiteRun:
-    """One run of a line: the call whose ``forward`` ran it (``owner``, a layer index), the last
-    thing it did (``operator`` and its output metadata ``value``, or ``operator`` None and ``value``
-    the layer index of a module call it made) with its :func:`shape_key`, and the values of the names
-    it assigned (``targets``: ``(name, metadata, key)``; None before they were read); for a line that
-    returns a display of several values, what it returned (``returned``: ``(metadata, key)``)."""
-
-    __slots__ = ("owner", "operator", "value", "key", "targets", "returned")
-
-    def __init__(self, owner: int | None) -> None:
-        self.owner = owner
-        self.operator: str | None = None
-        self.value: Any = None
-        self.key: Any = None
-        self.targets: list[tuple[str, Any, Any]] | None = None
-        self.returned: tuple[Any, Any] | None = None
-
-
-class SiteRecord:
-    """Every run of one line: the first (what the editor shows), the one in progress, how many, and
-    the shapes they gave; ``returns``: the line returns a display of several values, so its runs'
-    value is what they returned (none when that could not be read), not their last operator's."""
-
-    __slots__ = ("first", "current", "token", "runs", "shapes", "target_shapes", "returns")
-
-    def __init__(self) -> None:
-        self.first: SiteRun | None = None
-        self.current: SiteRun | None = None
-        self.token: int | None = None
-        self.runs = 0
-        self.shapes = ShapeStats()
-        self.target_shapes: dict[str, ShapeStats] = {}
-        self.returns = False
-
-    def start(self, token: int, owner: int | None) -> SiteRun:
-        """A new run of the line begins (its pass through its frame's code is ``token``)."""
-        self.close()
-        run = self.current = SiteRun(owner)
-        self.token = token
-        self.runs += 1
-        if self.first is None:
-            self.first = run
-        return run
-
-    def close(self) -> None:
-        """The run in progress is over: count its shapes."""
-        run = self.current
-        if run is None:
-            return
-        self.shapes.add(run.returned[1] if run.returned is not None else run.key)
-        for name, _, key in run.targets or ():
-            stats = self.target_shapes.get(name)
-            if stats is None:
-                stats = self.target_shapes[name] = ShapeStats()
-            stats.add(key)
-        self.current = None
 
 
 class _FrameState:
@@ -146,10 +88,9 @@ class LineRuns:
         self.sites: dict[Site, SiteRecord] = {}
         self._chains: dict[int | None, list[_FrameState]] = {}
         self._tokens = itertools.count()
-        self._stores: dict[int, tuple[types.CodeType, dict[int, tuple[tuple[str, ...], int]]]] = {}
+        self._facts: dict[int, tuple[types.CodeType, CodeFacts]] = {}
         self._traced = traced
         self._loops: dict[int, tuple[types.CodeType, LoopCode | None]] = {}
-        self._returns: dict[int, tuple[types.CodeType, dict[int, Display]]] = {}
         #: frame -> its clock or return watch, while it runs (a generator's clock until the pass
         #: ends: it returns at each yield)
         self._clocks: dict[types.FrameType, LineClock | ReturnWatch] = {}
@@ -183,7 +124,7 @@ class LineRuns:
             else:
                 code = frame.f_code
                 traced = self._traced is not None and self._traced(code)
-                state = _FrameState(frame, site[0], owner, self._loop_code(code) if traced else None, self._returned_lines(code))
+                state = _FrameState(frame, site[0], owner, self._loop_code(code) if traced else None, self._code(code).returns)
                 chain.append(state)
                 # a call's forward returns its output (call_returned); any other frame needs its return event
                 if state.returns and traced and (depth or owner is None) and not code.co_flags & _SUSPENDS:
@@ -203,8 +144,11 @@ class LineRuns:
                     if state.pending:
                         self._resolve(state, None)
                     state.token = next(tokens)
-                elif state.pending:
-                    self._resolve(state, lasti)
+                else:
+                    if state.pending:
+                        self._resolve(state, lasti)
+                    if lasti > state.lasti:
+                        self._passed(state, frame, state.lasti, lasti, site[1])
                 token = state.token
                 loops = state.loops
                 if loops is not None:
@@ -221,7 +165,7 @@ class LineRuns:
             run = record.start(token, owner) if record.token != token else record.current
             if state.returns and site[1] in state.returns:
                 record.returns = True
-            stores = self._stored(frame.f_code).get(site[1])
+            stores = self._code(frame.f_code).stores.get(site[1])
             if stores is not None and id(run) not in state.pending:
                 state.pending[id(run)] = (run, stores[0], stores[1])  # type: ignore[assignment]
             runs.append(run)  # type: ignore[arg-type]
@@ -239,7 +183,7 @@ class LineRuns:
         """Call ``owner`` returned ``value``; ``forward()`` is the code of the function the call ran
         (the module's ``forward``, unwrapped). When a model-code frame of the call ran that code and
         returned from a line that returns a display of several values (:func:`~torchscan_lsp.worker.
-        line_values.display_returns`) of ``value``'s kind and length, that line's run returned
+        line_values.CodeFacts.returns`) of ``value``'s kind and length, that line's run returned
         ``value``. Called before :meth:`owner_ended`."""
         found = [(state, state.frame.f_lineno) for state in self._chains.get(owner) or ()
                  if state.returns and state.frame is not None and state.frame.f_lineno in state.returns]
@@ -346,24 +290,43 @@ class LineRuns:
         run.returned = (meta, shape_key(meta))
         record.returns = True
 
-    def _returned_lines(self, code: types.CodeType) -> dict[int, Display]:
-        found = self._returns.get(id(code))
-        if found is None or found[0] is not code:
-            found = self._returns[id(code)] = (code, display_returns(code))
-        return found[1]
+    def _passed(self, state: _FrameState, frame: types.FrameType, start: int, end: int, current: int | None) -> None:
+        """``state``'s frame went straight from instruction ``start`` to ``end`` in its pass: each
+        line that stored names in between with no event of its own (but ``current``, the line of
+        the event at ``end``) had a run, whose names are read now: those that hold a tensor, which
+        no later line of these stored again (a list may have been changed since: ``skips.pop()``)."""
+        facts = self._code(frame.f_code)
+        local, later = None, set()
+        for line in reversed(facts.passed(start, end)):
+            record = self.sites.get((state.file, line))
+            names = [name for name in facts.stores[line][0] if name not in later]
+            later.update(names)
+            if line == current or (record is not None and record.token == state.token):
+                continue
+            if local is None:
+                local = frame.f_locals
+            targets = [(name, meta, shape_key(meta)) for name in names if isinstance(local.get(name), torch.Tensor)
+                       for meta in (value_meta(local[name]),)]
+            if not targets:  # b, t, c = x.shape: nothing to show
+                continue
+            if record is None:
+                record = self.sites[(state.file, line)] = SiteRecord()
+            record.start(state.token, state.owner).targets = targets  # type: ignore[arg-type]
 
     def _release(self) -> None:
         if self._holding:
             self._holding = False
             frame_tracing.release()
 
-    def _stored(self, code: types.CodeType) -> dict[int, tuple[tuple[str, ...], int]]:
-        found = self._stores.get(id(code))
+    def _code(self, code: types.CodeType) -> CodeFacts:
+        found = self._facts.get(id(code))
         if found is None or found[0] is not code:
-            found = self._stores[id(code)] = (code, stored_names(code))
+            found = self._facts[id(code)] = (code, CodeFacts(code))
         return found[1]
 
     def _leave(self, state: _FrameState) -> None:
+        if state.frame is not None and state.clock is None and state.token is not None:
+            self._passed(state, state.frame, state.lasti, state.frame.f_lasti, None)
         if state.pending:
             self._resolve(state, None)
         state.frame = state.callee = None

@@ -1,7 +1,7 @@
 """What a line's values are read from and how their shapes are summed up, for :mod:`.line_runs`:
 the names a line stores and the lines that return several values (from its code's bytecode), the
-trace function that reads what such a line returned, a hashable key of a value's shapes, and the
-distinct shapes a line's runs gave with their range.
+trace function that reads what such a line returned, a hashable key of a value's shapes, the
+distinct shapes a line's runs gave with their range, and the record of a line's runs.
 
 **Returned values.** The last operator a line dispatched is what it computed, except on a line that
 returns a display of several values: ``return self.proj(y), weights`` dispatched ``proj`` last,
@@ -12,6 +12,7 @@ the call's ``forward``, and otherwise from the frame's ``return`` event (:class:
 
 from __future__ import annotations
 
+import bisect
 import dis
 import types
 from typing import Any, Callable, Collection
@@ -20,7 +21,8 @@ import torch
 
 from torchscan_lsp.engine.recording.inputs import value_meta
 
-__all__ = ["Display", "ShapeStats", "ReturnWatch", "stored_names", "display_returns", "fits", "shape_key", "live_key"]
+__all__ = ["CodeFacts", "Display", "ShapeStats", "ReturnWatch", "SiteRun", "SiteRecord", "fits", "holds_tensor",
+           "shape_key", "live_key"]
 
 _STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
 _MAX_DISTINCT = 64
@@ -29,35 +31,53 @@ _DISPLAYS: dict[str, type] = {"BUILD_TUPLE": tuple, "BUILD_LIST": list, "LIST_TO
                               "BUILD_CONST_KEY_MAP": dict}
 Display = tuple[type, "int | None"]
 """What a display a line returns builds: its type (tuple, list or dict) and length (None: starred)."""
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 
-def stored_names(code: types.CodeType) -> dict[int, tuple[tuple[str, ...], int]]:
-    """Line -> (the names its instructions store, left to right; the offset of its last store)."""
-    found: dict[int, list[tuple[int, str, int]]] = {}
-    for instruction in dis.get_instructions(code):
-        positions = instruction.positions
-        if instruction.opname in _STORES and positions is not None and positions.lineno \
-                and not str(instruction.argval).startswith("."):
-            found.setdefault(positions.lineno, []).append((positions.col_offset or 0, instruction.argval, instruction.offset))
-    return {line: (tuple(dict.fromkeys(name for _, name, _ in sorted(stores))), max(offset for *_, offset in stores))
-            for line, stores in found.items()}
+class CodeFacts:
+    """What line runs need to know of one code object, read from its bytecode in one pass.
 
+    Attributes:
+        stores: line -> (the names its instructions store, left to right; the offset of its last
+            store).
+        returns: the lines that return a display of several values (``return out, weights``,
+            ``return [a, b]``, ``return {"logits": x}``), each with what its display builds: a
+            ``RETURN_VALUE`` right after the instruction that builds the tuple, list or dict, on the
+            line of that ``RETURN_VALUE``.
+    """
 
-def display_returns(code: types.CodeType) -> dict[int, Display]:
-    """The lines of ``code`` that return a display of several values (``return out, weights``,
-    ``return [a, b]``, ``return {"logits": x}``), each with what its display builds: a
-    ``RETURN_VALUE`` right after the instruction that builds the tuple, list or dict, on the line of
-    that ``RETURN_VALUE``."""
-    found: dict[int, Display] = {}
-    previous = None
-    for instruction in dis.get_instructions(code):
-        positions = instruction.positions
-        if instruction.opname == "RETURN_VALUE" and previous is not None and previous.opname in _DISPLAYS \
-                and positions is not None and positions.lineno:
-            count = None if previous.opname == "LIST_TO_TUPLE" else previous.arg
-            found[positions.lineno] = (_DISPLAYS[previous.opname], count)
-        previous = instruction
-    return found
+    __slots__ = ("stores", "returns", "_offsets", "_lines", "_jumps")
+
+    def __init__(self, code: types.CodeType) -> None:
+        found: dict[int, list[tuple[int, str, int]]] = {}
+        self.returns: dict[int, Display] = {}
+        self._jumps: list[int] = []
+        previous = None
+        for instruction in dis.get_instructions(code):
+            positions, name = instruction.positions, instruction.opname
+            if name in _STORES and positions is not None and positions.lineno and not str(instruction.argval).startswith("."):
+                found.setdefault(positions.lineno, []).append((positions.col_offset or 0, instruction.argval, instruction.offset))
+            elif name == "RETURN_VALUE" and previous is not None and previous.opname in _DISPLAYS \
+                    and positions is not None and positions.lineno:
+                count = None if previous.opname == "LIST_TO_TUPLE" else previous.arg
+                self.returns[positions.lineno] = (_DISPLAYS[previous.opname], count)
+            if instruction.opcode in _JUMPS:
+                self._jumps.append(instruction.offset)
+            previous = instruction
+        self.stores = {line: (tuple(dict.fromkeys(name for _, name, _ in sorted(stores))), max(offset for *_, offset in stores))
+                       for line, stores in found.items()}
+        pairs = sorted((offset, line) for line, (_, offset) in self.stores.items())
+        self._offsets = [offset for offset, _ in pairs]
+        self._lines = [line for _, line in pairs]
+
+    def passed(self, start: int, end: int) -> list[int]:
+        """The lines whose last store lies after instruction offset ``start`` and before ``end``
+        with no jump from ``start`` on before it: lines that ran, in order, in a frame seen at
+        ``start`` and then at ``end`` in one pass (a jump could have gone round a store), though
+        no event came from them (``sequence_output = outputs[0]``, ``skip = skips.pop()``)."""
+        index = bisect.bisect_right(self._jumps, start)
+        stop = min(end, self._jumps[index]) if index < len(self._jumps) else end
+        return self._lines[bisect.bisect_right(self._offsets, start):bisect.bisect_left(self._offsets, stop)]
 
 
 def fits(value: Any, display: Display) -> bool:
@@ -68,7 +88,7 @@ def fits(value: Any, display: Display) -> bool:
 
 class ReturnWatch:
     """The trace function (:attr:`trace`) of one frame whose code has lines of
-    :func:`display_returns`: when the frame returns, ``returned(frame, value, watch)`` is called with
+    :attr:`CodeFacts.returns`: when the frame returns, ``returned(frame, value, watch)`` is called with
     the value it returned from one of those ``lines`` (None when it returned from another line or
     raised). A trace function that was on the frame before (a direct ``forward`` call's watcher)
     still gets every event; line events are turned off unless it had them on."""
@@ -91,6 +111,19 @@ class ReturnWatch:
         if event == "return":
             self._returned(frame, arg if frame.f_lineno in self.lines else None, self)
         return self.trace
+
+
+def holds_tensor(meta: Any) -> bool:
+    """Whether a value's metadata (:func:`~torchscan_lsp.engine.recording.inputs.value_meta`) holds
+    a tensor: a tensor, or a tuple, list or mapping with one inside."""
+    if not isinstance(meta, dict):
+        return False
+    kind = meta.get("kind")
+    if kind == "tensor":
+        return True
+    if kind == "mapping":
+        return any(holds_tensor(item.get("value")) for item in meta.get("items") or ())
+    return kind in ("tuple", "list") and any(holds_tensor(item) for item in meta.get("items") or ())
 
 
 def shape_key(meta: Any) -> Any:
@@ -147,3 +180,61 @@ class ShapeStats:
                                                  for k in self.distinct)
         return {"distinct": len(self.distinct), "min": self.low if same_rank else None,
                 "max": self.high if same_rank else None}
+
+
+class SiteRun:
+    """One run of a line: the call whose ``forward`` ran it (``owner``, a layer index), the last
+    thing it did (``operator`` and its output metadata ``value``, or ``operator`` None and ``value``
+    the layer index of a module call it made) with its :func:`shape_key`, and the values of the names
+    it assigned (``targets``: ``(name, metadata, key)``; None before they were read); for a line that
+    returns a display of several values, what it returned (``returned``: ``(metadata, key)``)."""
+
+    __slots__ = ("owner", "operator", "value", "key", "targets", "returned")
+
+    def __init__(self, owner: int | None) -> None:
+        self.owner = owner
+        self.operator: str | None = None
+        self.value: Any = None
+        self.key: Any = None
+        self.targets: list[tuple[str, Any, Any]] | None = None
+        self.returned: tuple[Any, Any] | None = None
+
+
+class SiteRecord:
+    """Every run of one line: the first (what the editor shows), the one in progress, how many, and
+    the shapes they gave; ``returns``: the line returns a display of several values, so its runs'
+    value is what they returned (none when that could not be read), not their last operator's."""
+
+    __slots__ = ("first", "current", "token", "runs", "shapes", "target_shapes", "returns")
+
+    def __init__(self) -> None:
+        self.first: SiteRun | None = None
+        self.current: SiteRun | None = None
+        self.token: int | None = None
+        self.runs = 0
+        self.shapes = ShapeStats()
+        self.target_shapes: dict[str, ShapeStats] = {}
+        self.returns = False
+
+    def start(self, token: int, owner: int | None) -> SiteRun:
+        """A new run of the line begins (its pass through its frame's code is ``token``)."""
+        self.close()
+        run = self.current = SiteRun(owner)
+        self.token = token
+        self.runs += 1
+        if self.first is None:
+            self.first = run
+        return run
+
+    def close(self) -> None:
+        """The run in progress is over: count its shapes."""
+        run = self.current
+        if run is None:
+            return
+        self.shapes.add(run.returned[1] if run.returned is not None else run.key)
+        for name, _, key in run.targets or ():
+            stats = self.target_shapes.get(name)
+            if stats is None:
+                stats = self.target_shapes[name] = ShapeStats()
+            stats.add(key)
+        self.current = None

@@ -1,0 +1,73 @@
+"""Lines that assign without an event of their own (no operator dispatched, no module called:
+``first = outputs[0]``, ``skip = skips.pop()``, the first line of an assignment whose expression
+spans the next ones) still show what they assigned (the source map's ``outputs``), read when the
+frame is next seen after going past them in straight-line code. Shapes by hand: ``Linear(i, o)``
+maps (1, i) to (1, o); ``sum(-1)`` of (1, 8) is (1,), with ``keepdim=True`` (1, 1); (1, 16) + (1, 1)
+broadcasts to (1, 16)."""
+
+from __future__ import annotations
+
+import json
+
+from torchscan_lsp.worker.runner import run_job
+from workspace_files import line_of, write
+
+HEAD = """
+    import torch
+    import torch.nn as nn
+
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(8, 8)
+            self.a = nn.Linear(8, 16)
+            self.b = nn.Linear(8, 16)
+            self.cls = nn.Linear(16, 3)
+
+        def forward(self, x):
+            outputs = (self.enc(x), x.sum(-1))
+            first = outputs[0]
+            pooled = outputs[1]
+            batch, width = first.shape
+            q = (
+                self.a(first)
+                + self.b(first).sum(-1, keepdim=True)
+            )
+            skips = [q, first]
+            skip = skips.pop()
+            if pooled is not None:
+                maybe = first
+            logits = self.cls(q)
+            tail = logits
+            return logits + 0 * tail.sum() + 0 * skip.sum() + 0 * maybe.sum()
+
+
+    # torchscan: input_shape=(8,)
+    def build():
+        return Head()
+"""
+
+
+def test_a_line_without_an_event_shows_the_tensor_it_assigned(tmp_path):
+    text = write(tmp_path, {"net.py": HEAD})["net.py"]
+    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "net.py"), "target": "build",
+                      "options": {"input_shape": [8]}})
+    assert result["ok"] is True, result
+    found = {o["line"]: json.loads(json.dumps(o)) for o in result["source_map"]["outputs"] if o["file"] == "net.py"}
+
+    def assigned(needle):
+        entry = found.get(line_of(text, needle))
+        return None if entry is None else [(t["name"], t["output"].get("shape")) for t in entry["targets"]]
+
+    assert assigned("first = outputs[0]") == [("first", [1, 8])]
+    assert assigned("pooled = outputs[1]") == [("pooled", [1])]
+    # the first line of an assignment spread over several: the value assigned, not the next line's
+    assert assigned("q = (") == [("q", [1, 16])]
+    assert assigned("skip = skips.pop()") == [("skip", [1, 8])]
+    assert assigned("tail = logits") == [("tail", [1, 3])]
+    assert found[line_of(text, "first = outputs[0]")]["output"]["shape"] == [1, 8]
+    # not shown: a list (changed by the next line, read after it), numbers, and a line behind a branch
+    assert assigned("skips = [q, first]") is None
+    assert assigned("batch, width = first.shape") is None
+    assert assigned("maybe = first") is None
