@@ -153,8 +153,14 @@ def build_inlay_hints(rel: str, lines: Lines, states: list[TargetState], setting
     last_line = last_line or len(lines.lines)
     taken: set[tuple[int, str]] = set()
     hints: list[types.InlayHint] = []
+    # a target's own line shows its totals: another target's sums of the same modules there (a
+    # class that is a target, built by another target too) would be a second number without a name
+    totals = {state.line for state in states if settings.totals and state.view is not None
+              and state.key.file == state.name_for(rel, path)}
 
     def add(line: int, kind_name: str, make) -> None:
+        if kind_name == "module" and line in totals:
+            return
         if first_line <= line <= last_line and (line, kind_name) not in taken and lines.text(line).strip():
             taken.add((line, kind_name))
             hints.append(make())
