@@ -6,8 +6,10 @@ For a ResNet-18-like net and a small GPT, each layer replayed alone: a layer who
 (inputs, parameters, outputs) exceeds the last-level cache must stream it from memory, so its
 roofline is a lower bound of its measured median; the layers measured faster than their roofline
 are exactly those flagged cache-resident (their data stayed in a cache between replays) or above the
-compute peak, which only a convolution may be (an algorithm that multiplies less than it counts). Both models are sized so that some layers exceed the cache (32 MiB
-here) by far and others fit in it; on a machine whose cache size cannot be read the test says so.
+compute peak, which only a convolution may be (an algorithm that multiplies less than it counts).
+Both models are sized so that some layers exceed a last-level cache of 32 MiB by far (67 MB) and
+others fit in it; on a machine whose cache holds even those (480 MiB on some Xeons) no layer streams
+from memory, so only the rest is checked; on one whose cache size cannot be read the test says so.
 """
 
 from __future__ import annotations
@@ -151,10 +153,11 @@ def ceilings(tmp_path_factory):
     found = measure_ceilings("cpu", torch.float32, cache_dir=folder, min_run_time=CEILING_SECONDS)
     if not found["last_level_cache"]["bytes"]:
         pytest.fail("the last-level cache size of this machine could not be read (sysfs, lscpu)")
-    return folder
+    return folder, found["last_level_cache"]["bytes"]
 
 
-def measured_roofline(source, folder):
+def measured_roofline(source, ceilings):
+    folder, _ = ceilings
     module = types.ModuleType("model_under_test")
     exec(compile(source, "model_under_test.py", "exec"), module.__dict__)
     model, args = module.build()
@@ -176,7 +179,7 @@ def check(roofline):
     assert len(timed) == len(roofline["layers"])  # every leaf call was replayed
     large = [r for r in timed if r["exceeds_cache"]]
     small = [r for r in timed if not r["exceeds_cache"]]
-    assert large and small  # both kinds, or the check says nothing
+    assert small  # the cache-resident kind, or the check says nothing (the tests ask for the other)
     for record in large:  # streamed from memory: the roofline bounds the measured time from below
         median = record["measured"]["latency"]["value"]
         assert record["roofline_time"]["known_value"] <= median, record
@@ -196,10 +199,13 @@ def check(roofline):
 
 def test_resnet18_like(ceilings):
     large, _ = check(measured_roofline(RESNET, ceilings))
-    # the stem's BatchNorm reads and writes 32 x 4 x 256 x 256 floats (33.5 MB each way)
-    assert "bn1" in {r["path"] for r in large}
+    # the stem's BatchNorm reads and writes 32 x 4 x 256 x 256 floats (33.5 MB each way, its
+    # smallest footprint with the output stored in its input): a smaller cache cannot hold it
+    if ceilings[1] < 32 * 4 * 256 * 256 * 4:
+        assert "bn1" in {r["path"] for r in large}
 
 
 def test_small_gpt(ceilings):
     large, _ = check(measured_roofline(GPT, ceilings))
-    assert "lm_head" in {r["path"] for r in large}  # 16 x 128 x 8192 logits: 67 MB
+    if ceilings[1] < 16 * 128 * 8192 * 4:  # 16 x 128 x 8192 logits: 67 MB written
+        assert "lm_head" in {r["path"] for r in large}
