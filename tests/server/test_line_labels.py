@@ -3,7 +3,6 @@ assigned, its runs and how their shapes varied; and a library model built over s
 by its class. Entries are written by hand; the library model is analysed by a worker."""
 
 import importlib.util
-import json
 
 import pytest
 
@@ -11,10 +10,8 @@ from torchscan_lsp.server import labels
 from torchscan_lsp.server.hover import build_hover
 from torchscan_lsp.server.inlay_hints import build_inlay_hints
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.settings import InlayHintSettings
-from torchscan_lsp.session.state import TargetKey, TargetState
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, state_of
 from workspace_files import line_of, write
 
 
@@ -94,16 +91,8 @@ def test_a_library_model_built_over_several_lines_is_named_by_its_class(tmp_path
             )
             return model, (torch.zeros(1, 4, dtype=torch.long),)
     """})["lib_model.py"]
-    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "lib_model.py"), "target": "build",
-                      "options": {}})
-    assert result["ok"] is True, result
-    result = json.loads(json.dumps(result))
+    state = state_of(tmp_path, "lib_model.py", "build", line_of(text, "def build"), analysed(tmp_path, "lib_model.py", "build"))
     line = line_of(text, "model = LlamaModel(")
-
-    class Target:
-        name, line, column, annotation_line, options = "build", line_of(text, "def build"), 0, 0, {}
-
-    state = TargetState(key=TargetKey(str(tmp_path), "lib_model.py", "build"), target=Target(), view=ResultView(result))
     hover = build_hover("lib_model.py", line, [state], text.splitlines())
     # the root holds a ModuleList (layers) whose block the library built: still the model, by its class
     assert hover.startswith("### LlamaModel\n")
@@ -138,15 +127,7 @@ def test_a_line_of_many_module_calls_lists_the_first(tmp_path):
         def build():
             return Fan(), (torch.zeros(1, 9),)
     """})["calls.py"]
-    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "calls.py"), "target": "build",
-                      "options": {}})
-    assert result["ok"] is True, result
-    result = json.loads(json.dumps(result))
-
-    class Target:
-        name, line, column, annotation_line, options = "build", line_of(text, "def build"), 0, 0, {}
-
-    state = TargetState(key=TargetKey(str(tmp_path), "calls.py", "build"), target=Target(), view=ResultView(result))
+    state = state_of(tmp_path, "calls.py", "build", line_of(text, "def build"), analysed(tmp_path, "calls.py", "build"))
     hover = build_hover("calls.py", line_of(text, "outs.append(block("), [state], text.splitlines())
     assert ("Module calls on this line: 6 (first 4): `blocks.0` → (1, 4), `blocks.1` → (1, 5), "
             "`blocks.2` → (1, 6), `blocks.3` → (1, 7)") in hover, hover

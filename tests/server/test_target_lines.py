@@ -2,14 +2,11 @@
 another target too gets no second, unnamed sum of that other target's instances there. Counts by
 hand: ``Conv2d(4, 4, 3)`` holds 4·4·9 + 4 = 148 parameters; two blocks 296, three 444."""
 
-import json
 
 from torchscan_lsp.server.inlay_hints import build_inlay_hints
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.settings import InlayHintSettings
-from torchscan_lsp.session.state import TargetKey, TargetState
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, state_of
 from workspace_files import line_of, write
 
 NET = """
@@ -46,16 +43,7 @@ def test_a_class_target_s_line_shows_its_own_totals_only(tmp_path):
     text = write(tmp_path, {"net.py": NET})["net.py"]
     states = []
     for name, line in (("Net", line_of(text, "class Net")), ("deeper", line_of(text, "def deeper"))):
-        result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "net.py"), "target": name,
-                          "options": {"input_shape": [4, 8, 8]}})
-        assert result["ok"] is True, result
-
-        class Target:
-            column, annotation_line, options = 0, 0, {}
-
-        Target.name, Target.line = name, line
-        states.append(TargetState(key=TargetKey(str(tmp_path), "net.py", name), target=Target(),
-                                  view=ResultView(json.loads(json.dumps(result)))))
+        states.append(state_of(tmp_path, "net.py", name, line, analysed(tmp_path, "net.py", name, {"input_shape": [4, 8, 8]})))
     for ordered in (states, states[::-1]):  # whichever target comes first
         hints = [(h.position.line + 1, h.label) for h in build_inlay_hints("net.py", Lines(text, len), ordered,
                                                                             InlayHintSettings())]

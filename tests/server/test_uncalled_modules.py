@@ -4,15 +4,12 @@ call that ran as one whole (``MultiheadAttention``'s ``out_proj``) is not one of
 hand: ``Linear(i, o)`` holds i·o + o parameters, ``Embedding(n, d)`` n·d, ``MultiheadAttention(e,
 h)`` 3·e·e + 3·e (the packed input projection) + e·e + e (``out_proj``)."""
 
-import json
 
 from torchscan_lsp.server.hover import build_hover
 from torchscan_lsp.server.inlay_hints import build_inlay_hints
 from torchscan_lsp.server.positions import Lines
-from torchscan_lsp.session.results import ResultView
 from torchscan_lsp.session.settings import InlayHintSettings
-from torchscan_lsp.session.state import TargetKey, TargetState
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, state_of
 from workspace_files import line_of, write
 
 NET = """
@@ -41,23 +38,16 @@ NET = """
 """
 
 
-def analysed(tmp_path):
+def shown(tmp_path):
     text = write(tmp_path, {"net.py": NET})["net.py"]
-    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "net.py"), "target": "build",
-                      "options": {}})
-    assert result["ok"] is True, result
-
-    class Target:
-        name, line, column, annotation_line, options = "build", line_of(text, "def build"), 0, 0, {}
-
-    view = ResultView(json.loads(json.dumps(result)))
-    state = TargetState(key=TargetKey(str(tmp_path), "net.py", "build"), target=Target(), view=view)
+    result = analysed(tmp_path, "net.py", "build")
+    state = state_of(tmp_path, "net.py", "build", line_of(text, "def build"), result)
     hints = {h.position.line + 1: h.label for h in build_inlay_hints("net.py", Lines(text, len), [state], InlayHintSettings())}
     return text, result, state, hints
 
 
 def test_a_module_never_called_counts_in_every_sum_and_says_so_on_its_line(tmp_path):
-    text, result, state, hints = analysed(tmp_path)
+    text, result, state, hints = shown(tmp_path)
     # emb 80, attn 3·64 + 24 + 64 + 8 = 288, head 900, tied 0 of its own (emb's weight): 1,268
     assert result["report"]["totals"]["parameters"]["value"] == 1268
     assert hints[line_of(text, "class Net")].startswith("1.27k params · ")
@@ -72,7 +62,7 @@ def test_a_module_never_called_counts_in_every_sum_and_says_so_on_its_line(tmp_p
 
 
 def test_a_module_below_a_call_that_ran_as_one_is_not_uncalled(tmp_path):
-    text, result, state, hints = analysed(tmp_path)
+    text, result, state, hints = shown(tmp_path)
     uncalled = {entry["path"]: entry for entry in result["source_map"]["uncalled"]}
     # MultiheadAttention's forward reads out_proj's weight without calling it: its record holds it
     assert set(uncalled) == {"head", "tied"}

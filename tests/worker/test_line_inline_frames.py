@@ -6,9 +6,7 @@ dimension are (1, 24)."""
 
 from __future__ import annotations
 
-import json
-
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, outputs
 from workspace_files import line_of, write
 
 BRANCHES = """
@@ -51,10 +49,8 @@ BRANCHES = """
 
 def test_an_expression_with_a_frame_of_its_own_is_its_line_s(tmp_path):
     text = write(tmp_path, {"net.py": BRANCHES})["net.py"]
-    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "net.py"), "target": "build",
-                      "options": {"input_shape": [8]}})
-    assert result["ok"] is True, result
-    found = {o["line"]: json.loads(json.dumps(o)) for o in result["source_map"]["outputs"] if o["file"] == "net.py"}
+    result = analysed(tmp_path, "net.py", "build", {"input_shape": [8]})
+    found = outputs(result, "net.py")
 
     def shown(needle):
         entry = found[line_of(text, needle)]

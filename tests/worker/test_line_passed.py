@@ -7,9 +7,7 @@ broadcasts to (1, 16)."""
 
 from __future__ import annotations
 
-import json
-
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, outputs
 from workspace_files import line_of, write
 
 HEAD = """
@@ -51,10 +49,7 @@ HEAD = """
 
 def test_a_line_without_an_event_shows_the_tensor_it_assigned(tmp_path):
     text = write(tmp_path, {"net.py": HEAD})["net.py"]
-    result = run_job({"workspace_root": str(tmp_path), "file": str(tmp_path / "net.py"), "target": "build",
-                      "options": {"input_shape": [8]}})
-    assert result["ok"] is True, result
-    found = {o["line"]: json.loads(json.dumps(o)) for o in result["source_map"]["outputs"] if o["file"] == "net.py"}
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [8]}), "net.py")
 
     def assigned(needle):
         entry = found.get(line_of(text, needle))

@@ -6,14 +6,12 @@ reductions by their definitions."""
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import pytest
 
 from torchscan_lsp.server import labels
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed, outputs
 from workspace_files import line_of, write
 
 ATTENTION = """
@@ -65,17 +63,6 @@ ATTENTION = """
 """
 
 
-def run(root: Path, rel: str, target: str, input_shape: list[int]) -> dict:
-    result = run_job({"workspace_root": str(root), "file": str(root / rel), "target": target,
-                      "options": {"input_shape": input_shape}})
-    assert result["ok"] is True, result
-    return json.loads(json.dumps(result, allow_nan=False))
-
-
-def outputs(result: dict, file: str) -> dict[int, dict]:
-    return {o["line"]: o for o in result["source_map"]["outputs"] if o["file"] == file}
-
-
 def shapes(meta: dict):
     """A value's shapes: a tensor's as a tuple, a tuple's or list's items, a mapping's values."""
     if meta["kind"] == "tensor":
@@ -89,7 +76,7 @@ def shapes(meta: dict):
 
 def test_a_forward_that_returns_several_values_shows_them_all(tmp_path):
     text = write(tmp_path, {"net.py": ATTENTION})["net.py"]
-    found = outputs(run(tmp_path, "net.py", "build", [5, 8]), "net.py")
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [5, 8]}), "net.py")
     # (1, 5, 8) in: proj keeps (1, 5, 8); w = softmax((1, 5, 8) @ (1, 8, 5)) is (1, 5, 5). The line
     # dispatched proj last; what it returned is the pair
     pair = found[line_of(text, "return self.proj(y), w")]
@@ -105,7 +92,7 @@ def test_a_forward_that_returns_several_values_shows_them_all(tmp_path):
 
 def test_a_helper_that_returns_several_values_shows_them_all(tmp_path):
     text = write(tmp_path, {"net.py": ATTENTION})["net.py"]
-    found = outputs(run(tmp_path, "net.py", "build", [5, 8]), "net.py")
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [5, 8]}), "net.py")
     # q (1, 5, 8) viewed as (1, 5, 2, 4), transposed to (1, 2, 5, 4); its sum is a scalar, (), the
     # last operator the line dispatched
     split = found[line_of(text, "return q.transpose(1, 2), q.sum()")]
@@ -193,7 +180,7 @@ def test_library_lines_show_what_they_returned_or_nothing(tmp_path, library):
         def build():
             return Net()
     """})
-    found = outputs(run(ws, "net.py", "build", [4]), path)
+    found = outputs(analysed(ws, "net.py", "build", {"input_shape": [4]}), path)
     # x is (1, 4): x.t() is (4, 1), x.sum(-1) is (1,). A decorator that passes forward's value on
     # leaves the call's output the pair forward's line built
     kept = found[line_of(text, "return x.t(), x.sum(-1)")]

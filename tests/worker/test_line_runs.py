@@ -5,22 +5,9 @@ multiplication is one FLOP per output element; a Linear(i, o) without bias on n 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
-from torchscan_lsp.worker.runner import run_job
+from analysed import analysed as run, outputs
 from workspace_files import line_of, write
-
-
-def run(root: Path, rel: str, target: str, options: dict) -> dict:
-    result = run_job({"workspace_root": str(root), "file": str(root / rel), "target": target, "options": options})
-    assert result["ok"] is True, result
-    assert json.loads(json.dumps(result, allow_nan=False)) == result
-    return result
-
-
-def outputs(result: dict, file: str) -> dict[int, dict]:
-    return {o["line"]: o for o in result["source_map"]["outputs"] if o["file"] == file}
 
 
 def under(result: dict, file: str, line: int) -> dict[str, tuple[int, int | None]]:
