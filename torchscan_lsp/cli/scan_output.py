@@ -183,19 +183,17 @@ def _never_called_lines(state: Any) -> list[str]:
     """The modules the forward pass never called that hold parameters or buffers of their own: no
     row stands for them, and ``Total params`` counts them (the source map's ``uncalled``)."""
     uncalled = state.view.uncalled if state.view is not None else {}
-    idle = [(path, entry) for path, entry in uncalled.items() if not entry.get("ran")
-            and (sum((entry.get("parameters") or {}).get(k, 0) for k in ("trainable", "frozen"))
-                 or (entry.get("buffers") or {}).get("elements"))]
+    idle = []
+    for path, entry in uncalled.items():
+        params = (entry.get("parameters") or {}).get("trainable", 0) + (entry.get("parameters") or {}).get("frozen", 0)
+        buffers = (entry.get("buffers") or {}).get("elements", 0)
+        if not entry.get("ran") and (params or buffers):
+            idle.append(f"  {path} ({entry.get('type')}): {params:,} params" + (f", {buffers:,} buffer elements" if buffers else ""))
     if not idle:
         return []
-    lines = [f"Never called in the forward pass ({len(idle)}), so in no row; Total params counts their parameters:"]
-    for path, entry in idle[:_NEVER_CALLED_ROWS]:
-        params = sum((entry.get("parameters") or {}).get(k, 0) for k in ("trainable", "frozen"))
-        buffers = (entry.get("buffers") or {}).get("elements", 0)
-        lines.append(f"  {path} ({entry.get('type')}): {params:,} params" + (f", {buffers:,} buffer elements" if buffers else ""))
-    if len(idle) > _NEVER_CALLED_ROWS:
-        lines.append(f"  … and {len(idle) - _NEVER_CALLED_ROWS} more")
-    return lines
+    more = [f"  … and {len(idle) - _NEVER_CALLED_ROWS} more"] if len(idle) > _NEVER_CALLED_ROWS else []
+    return [f"Never called in the forward pass ({len(idle)}), so in no row; Total params counts their parameters:",
+            *idle[:_NEVER_CALLED_ROWS], *more]
 
 
 _NEVER_CALLED_ROWS = 12

@@ -34,9 +34,10 @@ import dis
 import types
 from typing import Any, Callable
 
-__all__ = ["LineClock", "LoopCode", "loop_code"]
+__all__ = ["JUMPS", "LineClock", "LoopCode", "loop_code"]
 
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+"""The opcodes of every jump, forwards or backwards."""
 # the opcodes that can jump backwards: a scan of a code's bytes for them spares reading the
 # instructions of the many functions without a loop
 _BACKWARD = [bytes([op]) for name, op in dis.opmap.items() if "BACKWARD" in name]
@@ -70,7 +71,7 @@ def loop_code(code: types.CodeType) -> LoopCode | None:
     bytecode = dis.Bytecode(code)
     instructions = list(bytecode)
     regions = [(i.argval, i.offset) for i in instructions
-               if i.opcode in _JUMPS and isinstance(i.argval, int) and i.argval <= i.offset]
+               if i.opcode in JUMPS and isinstance(i.argval, int) and i.argval <= i.offset]
     if not regions:
         return None
     spans: dict[int, int] = {}
@@ -90,7 +91,7 @@ def loop_code(code: types.CodeType) -> LoopCode | None:
     loops: dict[int, int] = {}
     for first, last in regions:
         inside = [i for i in instructions if first <= i.offset <= last]
-        branches = any(i.opcode in _JUMPS and i.offset != last and not (i.offset == first and i.opname == "FOR_ITER")
+        branches = any(i.opcode in JUMPS and i.offset != last and not (i.offset == first and i.opname == "FOR_ITER")
                        for i in inside)
         flag = 2 if branches or any(start <= last and first < stop for start, stop in handlers) else 1
         for instruction in inside:

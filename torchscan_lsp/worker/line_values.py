@@ -20,6 +20,7 @@ from typing import Any, Callable, Collection
 import torch
 
 from torchscan_lsp.engine.recording.inputs import value_meta
+from torchscan_lsp.worker.line_clock import JUMPS
 
 __all__ = ["CodeFacts", "Display", "ShapeStats", "ReturnWatch", "SiteRun", "SiteRecord", "fits", "holds_tensor",
            "shape_key", "live_key"]
@@ -31,7 +32,6 @@ _DISPLAYS: dict[str, type] = {"BUILD_TUPLE": tuple, "BUILD_LIST": list, "LIST_TO
                               "BUILD_CONST_KEY_MAP": dict}
 Display = tuple[type, "int | None"]
 """What a display a line returns builds: its type (tuple, list or dict) and length (None: starred)."""
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 
 class CodeFacts:
@@ -61,7 +61,7 @@ class CodeFacts:
                     and positions is not None and positions.lineno:
                 count = None if previous.opname == "LIST_TO_TUPLE" else previous.arg
                 self.returns[positions.lineno] = (_DISPLAYS[previous.opname], count)
-            if instruction.opcode in _JUMPS:
+            if instruction.opcode in JUMPS:
                 self._jumps.append(instruction.offset)
             previous = instruction
         self.stores = {line: (tuple(dict.fromkeys(name for _, name, _ in sorted(stores))), max(offset for *_, offset in stores))
