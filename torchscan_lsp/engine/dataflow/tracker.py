@@ -30,6 +30,7 @@ from torchscan_lsp.contract.format import layer_name
 from torchscan_lsp.engine.recording.containers import container_diagnostics, mark_partial
 from torchscan_lsp.engine.dataflow.flow import TensorStates, propagate, tensors_in
 from torchscan_lsp.engine.recording.module_info import ModuleInfo
+from torchscan_lsp.engine.recording.formula_memo import FormulaMemo
 from torchscan_lsp.engine.recording.module_metrics import evaluate_call, ordered_inputs
 from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.engine.dataflow.receptive import (
@@ -95,6 +96,7 @@ class DataFlowTracker(PassObserver):
         self._escaped: dict[tuple[str, int | None], dict[str, int]] = {}  # (path, record) -> op -> calls
         self._noted: set[str] = set()
         self._names: dict[int, str] = {}
+        self._memo = FormulaMemo()
         self._recorder: Any = None
         self._counter: Any = None
 
@@ -189,7 +191,7 @@ class DataFlowTracker(PassObserver):
         diagnostics: list[Diagnostic],
     ) -> None:
         """The recorder's evaluator: module formulas, then the cumulative receptive field."""
-        evaluate_call(module, info, args, kwargs, output, record, diagnostics)
+        evaluate_call(module, info, args, kwargs, output, record, diagnostics, self._memo)
         metrics = record["metrics"]
         if "receptive_field" not in metrics:
             # no input or output tensor, or a ScriptModule: its own diagnostic says why, and what it

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchscan_lsp.engine.recording.formula_memo import FormulaMemo
 from torchscan_lsp.engine.recording.inputs import first_tensor
 from torchscan_lsp.engine.recording.module_info import ModuleInfo
 from torchscan_lsp.engine.report import (
@@ -35,6 +36,8 @@ __all__ = ["FORMULA_METRICS", "RF_METRICS", "ordered_inputs", "evaluate_call", "
 FORMULA_METRICS = (("module_flops", "FLOPs"), ("macs", "MACs"), ("dmas", "DMAs"))
 #: The three values of ``module_rf``.
 RF_METRICS = ("receptive_field", "effective_stride", "effective_padding")
+#: Every metric ``evaluate_call`` sets on a call it could evaluate.
+_EVALUATED = tuple(name for name, _ in FORMULA_METRICS) + RF_METRICS
 _UNSUPPORTED = "Module type not supported"
 _MISSING_TENSOR = "The module call did not expose both an input and output tensor."
 _IRREGULAR = (
@@ -242,8 +245,13 @@ def evaluate_call(
     output: Any,
     record: dict[str, Any],
     diagnostics: list[Diagnostic],
+    memo: FormulaMemo | None = None,
 ) -> None:
-    """Add module-formula metrics to ``record`` and their diagnostics to ``diagnostics``."""
+    """Add module-formula metrics to ``record`` and their diagnostics to ``diagnostics``.
+
+    With ``memo``, a call the formulas cannot tell from one evaluated before in the pass gets that
+    call's metrics (:mod:`.formula_memo`), and a quiet, complete result is kept for the next.
+    """
     path = info.path
     if info.script:
         _mark_unavailable(
@@ -267,6 +275,13 @@ def evaluate_call(
         side = "input" if irregular is x else "output"
         _mark_unavailable(record, diagnostics, "irregular_tensor", _IRREGULAR.format(side, irregular_reason(irregular)), path)
         return
+    key = memo.key(module, inputs, output) if memo is not None else None
+    if key is not None:
+        found = memo.get(key)  # type: ignore[union-attr]
+        if found is not None:
+            record["metrics"].update(found)
+            return
+    quiet = len(diagnostics)
     flops_fn, macs_fn, dmas_fn, rf_fn = _formulas()
     # attention and recurrent formulas read the whole output (attention weights, hidden states)
     out = output if isinstance(module, _WHOLE_OUTPUT) else y
@@ -323,6 +338,8 @@ def evaluate_call(
         return
     for name, value in zip(RF_METRICS, rf):
         metrics[name] = _complete(_plain(value), "elements")
+    if key is not None and len(diagnostics) == quiet:
+        memo.put(key, metrics, _EVALUATED)  # type: ignore[union-attr]
 
 
 def call_failed(info: ModuleInfo, record: dict[str, Any], exc: BaseException | None, diagnostics: list[Diagnostic]) -> None:
