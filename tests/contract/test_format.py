@@ -87,6 +87,8 @@ def test_shapes():
     assert fmt.shape_text({"kind": "tensor", "shape": []}) == "()"
     pair = {"kind": "tuple", "items": [tensor, {"kind": "none"}]}
     assert fmt.shape_text(pair) == "((1, 64, 56, 56), none)"
+    single = {"kind": "tuple", "items": [tensor]}
+    assert fmt.shape_text(single) == "((1, 64, 56, 56),)"  # `return (y,)`: a tuple of one, as Python writes it
     # the reference's example (README.md's summary table): {"features": (t, [None])} with t of shape (1,)
     nested = {"kind": "mapping", "type": "dict", "items": [{"key": "features", "key_type": "str", "value": {
         "kind": "tuple", "items": [{"kind": "tensor", "shape": [1]}, {"kind": "list", "items": [{"kind": "none"}]}]}}]}
@@ -127,6 +129,6 @@ def test_editor_shapes_name_a_mapping_s_keys():
     output = {"kind": "mapping", "type": "CausalLMOutput", "items": [
         {"key": "logits", "key_type": "str", "value": {"kind": "tensor", "shape": [1, 8, 100], "dtype": "torch.float32"}},
         {"key": "past", "key_type": "str", "value": {"kind": "tuple", "items": [{"kind": "none"}]}}]}
-    assert fmt.shape_text(output) == "{(1, 8, 100), (none)}"  # the reference's table keeps values only
-    assert fmt.shape_text(output, keys=True) == "{logits: (1, 8, 100), past: (none)}"
+    assert fmt.shape_text(output) == "{(1, 8, 100), (none,)}"  # the reference's table keeps values only
+    assert fmt.shape_text(output, keys=True) == "{logits: (1, 8, 100), past: (none,)}"
     assert fmt.shape_text(output, keys=True, limit=12) == "{logits: (1…"

@@ -206,7 +206,7 @@ def shape_text(meta: Mapping[str, Any] | None, *, detail: bool = False, keys: bo
     """Text of a value's metadata as reports store it (never its values).
 
     A tensor prints as its shape tuple ``(1, 64, 56, 56)`` (``(1,)`` for one dimension); a tuple
-    as ``(a, b)``, a list as ``[a, b]``, a mapping as its values in braces ``{a, b}``; anything else
+    as ``(a, b)`` (``(a,)`` for one item), a list as ``[a, b]``, a mapping as its values in braces ``{a, b}``; anything else
     as its kind word (``none``, ``scalar``, ``object``, ``pending``). With ``detail``, tensors add
     their dtype (``(2, 3) torch.float32``), mappings their keys (``{ids: (1, 6)}``) and scalars and
     objects their type name; with ``keys`` (the editor's labels), mappings their keys alone
@@ -231,8 +231,10 @@ def _shape(meta: Mapping[str, Any] | None, detail: bool, keys: bool) -> str:
             text = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
         return f"{text} {meta.get('dtype', '')}".rstrip() if detail else text
     if kind in ("tuple", "list"):
-        items = ", ".join(_shape(item, detail, keys) for item in meta.get("items", ()))
-        return f"({items})" if kind == "tuple" else f"[{items}]"
+        parts = [_shape(item, detail, keys) for item in meta.get("items", ())]
+        if kind == "list":
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"  # a tuple of one, as Python writes it
     if kind == "mapping":
         entries = []
         for entry in meta.get("items", ()):
