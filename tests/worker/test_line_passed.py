@@ -66,3 +66,49 @@ def test_a_line_without_an_event_shows_the_tensor_it_assigned(tmp_path):
     assert assigned("skips = [q, first]") is None
     assert assigned("batch, width = first.shape") is None
     assert assigned("maybe = first") is None
+
+
+GATHER = """
+    import torch
+    import torch.nn as nn
+
+
+    class Gather(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+        def forward(self, x):
+            out = None
+            for i, layer in enumerate(self.layers):
+                h = layer(x)
+                out = h if out is None else torch.cat([out, h], dim=1)
+                if i == 5: x = h
+                last = h
+                pair = torch.cat([h,
+                                  h], dim=1)
+            return out + 0 * last.sum() + 0 * pair.sum()
+
+
+    # torchscan: input_shape=(8,)
+    def build():
+        return Gather()
+"""
+
+
+def test_a_loop_line_whose_first_run_dispatches_nothing_shows_every_run(tmp_path):
+    # Linear(8, 8) maps (1, 8) to (1, 8); three passes: the first assigns h itself, the next two
+    # concatenate along dim 1, (1, 8 + 8) and (1, 16 + 8).
+    text = write(tmp_path, {"net.py": GATHER})["net.py"]
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [8]}), "net.py")
+    gathered = found[line_of(text, "out = h if out is None")]
+    assert gathered["runs"] == 3
+    assert gathered["range"] == {"distinct": 3, "min": [1, 8], "max": [1, 24]}
+    assert [(t["name"], t["output"]["shape"]) for t in gathered["targets"]] == [("out", [1, 8])]
+    last = found[line_of(text, "last = h")]
+    assert (last["runs"], [t["output"]["shape"] for t in last["targets"]]) == (3, [[1, 8]])
+    # a store a one-line branch skips never ran: no run, no stale value
+    assert line_of(text, "if i == 5: x = h") not in found
+    # a statement over two lines: its runs are its cat's, three of (1, 16)
+    pair = found[line_of(text, "pair = torch.cat([h,")]
+    assert (pair["runs"], pair["output"]["shape"]) == (3, [1, 16])

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dis
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 __all__ = ["JUMPS", "LineClock", "LoopCode", "loop_code"]
 
@@ -103,14 +103,21 @@ class LineClock:
     """The line events of one frame running a loop: the token of each line's run in progress.
 
     Its :attr:`trace` is the frame's trace function; a trace function that was already on the frame
-    (a direct ``forward`` call's watcher) still gets the events it asked for.
+    (a direct ``forward`` call's watcher) still gets the events it asked for. ``watched`` maps lines
+    whose last store runs whenever they run to that store's offset: when the frame moves on from one
+    of them past that store (or back to an earlier instruction: the next pass), ``ended(frame,
+    line, token)`` is told that the line's run ``token`` is over, its stores run.
     """
 
-    __slots__ = ("spans", "tokens", "lasti", "line", "jumps", "trace", "_next", "_previous", "_lines", "_returned")
+    __slots__ = ("spans", "tokens", "lasti", "line", "jumps", "trace", "_next", "_previous", "_lines", "_returned",
+                 "_watched", "_ended")
 
     def __init__(self, frame: types.FrameType, spans: dict[int, int], next_token: Callable[[], int],
-                 returned: Callable[[types.FrameType, "LineClock"], None]) -> None:
+                 returned: Callable[[types.FrameType, "LineClock"], None], watched: Mapping[int, int] | None = None,
+                 ended: Callable[[types.FrameType, int, int], None] | None = None) -> None:
         self.spans = spans
+        self._watched = watched or {}
+        self._ended = ended
         #: line -> the token of its run in progress
         self.tokens: dict[int, int] = {}
         self.lasti = frame.f_lasti
@@ -134,6 +141,12 @@ class LineClock:
     def _event(self, frame: types.FrameType, event: str, arg: Any) -> Any:
         if event == "line":
             lasti, line = frame.f_lasti, frame.f_lineno
+            previous = self.line
+            store = self._watched.get(previous)
+            if store is not None and (lasti > store or lasti <= self.lasti):
+                token = self.tokens.get(previous)
+                if token is not None:
+                    self._ended(frame, previous, token)  # type: ignore[misc]
             if lasti <= self.lasti:
                 self.jumps += 1
                 self.tokens[line] = self._next()
@@ -146,5 +159,8 @@ class LineClock:
         if self._previous is not None:
             self._previous = self._previous(frame, event, arg)
         if event == "return":
+            store = self._watched.get(self.line)
+            if store is not None and frame.f_lasti > store and self.tokens.get(self.line) is not None:
+                self._ended(frame, self.line, self.tokens[self.line])  # type: ignore[misc]
             self._returned(frame, self)
         return self.trace

@@ -18,7 +18,10 @@ events as well (:mod:`.line_clock`, which says when and at what cost).
 names are read from the frame's locals once the line's stores ran: at the frame's first later
 event past the line's last store, at its next pass, or when the frame is left. A line with no event
 of its own (``first = outputs[0]``) that the frame went past in straight-line code between two
-events had a run too; its tensors are read then (:meth:`~.line_values.CodeFacts.passed`).
+events had a run too; its tensors are read then (:meth:`~.line_values.CodeFacts.passed`). In a
+frame with line events, such a line's run is known for sure when the frame moves on past its last
+store (``out = h if out is None else torch.cat([out, h])`` in a loop's first pass), and its
+tensors are read then (:attr:`~.line_values.CodeFacts.certain`).
 
 **Returned values.** A line that returns a display of several values (``return out, weights``)
 computed what it returned (:mod:`.line_values`): a module call's ``forward`` returned the call's
@@ -157,7 +160,7 @@ class LineRuns:
                     # a loop whose iterations run the same instructions and only make such calls
                     # is told apart by the calls alone; any other event in a loop needs line events
                     if inside and (inside == 2 or not called or depth != count - 1):
-                        state.clock = self._clock(frame, loops, site[1], token)
+                        state.clock = self._clock(state, frame, loops, site[1], token)
             state.lasti, state.callee = lasti, callee
             record = sites.get(site)
             if record is None:
@@ -240,9 +243,9 @@ class LineRuns:
             found = self._loops[id(code)] = (code, loop_code(code) if self._traced(code) else None)  # type: ignore[misc]
         return found[1]
 
-    def _clock(self, frame: types.FrameType, loops: LoopCode, line: int, token: int) -> LineClock | None:
-        """A clock on ``frame`` from now on, its current ``line``'s run in progress being ``token``
-        (None when another global trace function is set)."""
+    def _clock(self, state: _FrameState, frame: types.FrameType, loops: LoopCode, line: int, token: int) -> LineClock | None:
+        """A clock on ``state``'s ``frame`` from now on, its current ``line``'s run in progress being
+        ``token`` (None when another global trace function is set)."""
         if not self._holding:
             if not frame_tracing.hold():
                 return None
@@ -250,7 +253,13 @@ class LineRuns:
         clock = self._clocks.get(frame)
         if isinstance(clock, LineClock):  # its state was let go and made again: its line events went on
             return clock
-        clock = self._clocks[frame] = LineClock(frame, loops.spans, self._tokens.__next__, self._returned)
+        file, owner = state.file, state.owner
+
+        def ended(frame: types.FrameType, line: int, token: int) -> None:
+            self._line_ended(file, owner, frame, line, token)
+
+        clock = self._clocks[frame] = LineClock(frame, loops.spans, self._tokens.__next__, self._returned,
+                                                self._code(frame.f_code).certain, ended)
         clock.tokens[line] = token
         frame.f_trace = clock.trace
         frame.f_trace_lines = True
@@ -312,6 +321,22 @@ class LineRuns:
             if record is None:
                 record = self.sites[(state.file, line)] = SiteRecord()
             record.start(state.token, state.owner).targets = targets  # type: ignore[arg-type]
+
+    def _line_ended(self, file: str, owner: int | None, frame: types.FrameType, line: int, token: int) -> None:
+        """A line of a frame with a clock finished its run ``token``; one with no event of its own
+        (``out = h if out is None else torch.cat([out, h])`` in a loop's first pass) had that run
+        too, and the names it stored that hold a tensor are read now."""
+        record = self.sites.get((file, line))
+        if record is not None and record.token == token:
+            return  # an event came from it: its names are read as pending stores
+        local = frame.f_locals
+        targets = [(name, meta, shape_key(meta)) for name in self._code(frame.f_code).stores[line][0]
+                   if isinstance(local.get(name), torch.Tensor) for meta in (value_meta(local[name]),)]
+        if not targets:
+            return
+        if record is None:
+            record = self.sites[(file, line)] = SiteRecord()
+        record.start(token, owner).targets = targets  # type: ignore[arg-type]
 
     def _release(self) -> None:
         if self._holding:

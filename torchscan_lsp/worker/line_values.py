@@ -44,14 +44,18 @@ class CodeFacts:
             ``return [a, b]``, ``return {"logits": x}``), each with what its display builds: a
             ``RETURN_VALUE`` right after the instruction that builds the tuple, list or dict, on the
             line of that ``RETURN_VALUE``.
+        certain: the lines of ``stores`` whose last store runs whenever the line runs, with its
+            offset: no jump of the line before it lands past it (``out = h if out is None else
+            torch.cat([out, h])`` jumps only within itself; ``if c: out = x`` can skip its store).
     """
 
-    __slots__ = ("stores", "returns", "_offsets", "_lines", "_jumps")
+    __slots__ = ("stores", "returns", "certain", "_offsets", "_lines", "_jumps")
 
     def __init__(self, code: types.CodeType) -> None:
         found: dict[int, list[tuple[int, str, int]]] = {}
         self.returns: dict[int, Display] = {}
         self._jumps: list[int] = []
+        jumps: dict[int, list[tuple[int, int]]] = {}  # line -> (offset, target) of its jumps
         previous = None
         for instruction in dis.get_instructions(code):
             positions, name = instruction.positions, instruction.opname
@@ -63,9 +67,13 @@ class CodeFacts:
                 self.returns[positions.lineno] = (_DISPLAYS[previous.opname], count)
             if instruction.opcode in JUMPS:
                 self._jumps.append(instruction.offset)
+                if positions is not None and positions.lineno and isinstance(instruction.argval, int):
+                    jumps.setdefault(positions.lineno, []).append((instruction.offset, instruction.argval))
             previous = instruction
         self.stores = {line: (tuple(dict.fromkeys(name for _, name, _ in sorted(stores))), max(offset for *_, offset in stores))
                        for line, stores in found.items()}
+        self.certain = {line: offset for line, (_, offset) in self.stores.items()
+                        if all(target <= offset for at, target in jumps.get(line, ()) if at < offset)}
         pairs = sorted((offset, line) for line, (_, offset) in self.stores.items())
         self._offsets = [offset for offset, _ in pairs]
         self._lines = [line for _, line in pairs]
@@ -231,7 +239,10 @@ class SiteRecord:
         run = self.current
         if run is None:
             return
-        self.shapes.add(run.returned[1] if run.returned is not None else run.key)
+        key = run.returned[1] if run.returned is not None else run.key
+        if key is None and run.value is None and run.targets is not None and len(run.targets) == 1:
+            key = run.targets[0][2]  # a run without an event (``out = h``): its value is what it stored
+        self.shapes.add(key)
         for name, _, key in run.targets or ():
             stats = self.target_shapes.get(name)
             if stats is None:
