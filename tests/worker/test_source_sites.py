@@ -464,3 +464,51 @@ def test_parameters_assigned_in_model_code_have_their_lines(tmp_path):
         (gain, "norms.0", "gain", [8], 8, True),
         (gain, "norms.1", "gain", [8], 8, True),
     ])
+
+
+def test_deep_copied_layers_keep_the_lines_that_built_the_original(tmp_path):
+    # DETR's and PyTorch's own _get_clones: the copies' children are never built or registered;
+    # the lines that built the original's children built theirs
+    files = write(tmp_path, {"net.py": """
+        import copy
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+                self.act = nn.ReLU()
+
+            def forward(self, x):
+                return self.act(self.lin(x))
+
+
+        def clones(layer, n):
+            return nn.ModuleList([copy.deepcopy(layer) for _ in range(n)])
+
+
+        class Encoder(nn.Module):
+            def __init__(self, layer, n):
+                super().__init__()
+                self.layers = clones(layer, n)
+                self.twice = copy.deepcopy(copy.deepcopy(layer))
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return self.twice(x)
+
+
+        # torchscan: input_shape=(4,)
+        def build():
+            return Encoder(Layer(4), 2)
+    """})
+    text = files["net.py"]
+    modules = by_path(run(tmp_path, "net.py", "build", {"input_shape": [4]}))
+    line = {path: entry["defined_at"]["line"] for path, entry in modules.items()}
+    assert line["layers.0.lin"] == line["layers.1.lin"] == line["twice.lin"] == line_of(text, "self.lin = nn.Linear(d, d)")
+    assert line["layers.0.act"] == line["layers.1.act"] == line_of(text, "self.act = nn.ReLU()")
+    # the copies themselves were registered where the model put them
+    assert line["layers.0"] == line_of(text, "return nn.ModuleList([copy.deepcopy")
+    assert line["twice"] == line_of(text, "self.twice = copy.deepcopy(")

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from torchscan_lsp.targets.source_lines import MODULE_DICT, MODULE_LIST, SEQUENTIAL, SourceLines
+from torchscan_lsp.worker.copies import CopyTracker
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site
 
 __all__ = ["DefinitionRecorder", "Definition"]
@@ -103,6 +104,7 @@ class DefinitionRecorder:
         self._built_sites: dict[int, tuple[torch.nn.Module, Site]] = {}
         #: (module, parameter name, site) of each parameter assigned by model code
         self._parameters: list[tuple[torch.nn.Module, str, Site]] = []
+        self._copies = CopyTracker()
 
     # -- source text -----------------------------------------------------------------------------
 
@@ -179,7 +181,8 @@ class DefinitionRecorder:
             if register is not None:
                 handles.append(register(hook))
         try:
-            yield
+            with self._copies.tracking():
+                yield
             if factory_frame:
                 frame = factory_frame[0]
                 rel = self.files.workspace.relative(frame.f_code.co_filename)
@@ -263,9 +266,10 @@ class DefinitionRecorder:
         """Where each module of ``root`` was built, by path (shared modules under their first).
 
         The root's own definition is the workspace line that built it (``model = Whisper(dims)`` in
-        the factory), else the factory's return line. A module that no hook saw registered (a deep
-        copy, say) was made while its parent was being built: it takes its nearest ancestor's
-        definition.
+        the factory), else the factory's return line. A module that no hook saw registered takes
+        the definition of the module it was deep-copied from (:mod:`.copies`: the original's
+        ``self.lin = nn.Linear(d, d)`` line), else, made while its parent was being built, its
+        nearest ancestor's.
         """
         found: dict[str, Definition] = {}
         seen: set[int] = set()
@@ -278,6 +282,8 @@ class DefinitionRecorder:
                 found[path] = (built[1] if built is not None and built[0] is root else self.root_defined_at, ())
                 continue
             own = self.defined(module)
+            if own is None:
+                own = next(filter(None, map(self.defined, self._copies.originals(module))), None)
             found[path] = own if own is not None else found.get(path.rpartition(".")[0], (None, ()))
         return found
 
