@@ -57,12 +57,20 @@ def test_dtypes_and_devices_name_where_they_come_from():
     assert forward_advice("division by zero", (4,)) == "division by zero"
 
 
-def test_layers_that_disagree_are_blamed_not_the_input_shape(tmp_path):
+def test_a_shape_the_layers_computed_names_the_call_and_both_causes(tmp_path):
     source = ("import torch.nn as nn\n\n\ndef disagree():\n"
               "    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(32, 4))\n")
     message = _forward_error(tmp_path, source, "disagree", {"input_shape": [1, 8]})
     # (1, 8) plus the batch dimension is (1, 1, 8); Linear(8, 16) makes (1, 1, 16), which the third
     # layer, Linear(32, 4), cannot take: the input was fine for the layer that got it
     assert message == ("mat1 and mat2 shapes cannot be multiplied (1x16 and 32x4); `2` (Linear) got (1, 1, 16), "
-                       "computed by the model from the generated inputs (1, 1, 8): the model's own layers or code "
-                       "disagree about this shape, not input_shape")
+                       "computed by the model from the generated inputs (1, 1, 8): either the model's own layers or "
+                       "code disagree about this shape, or the model expects inputs of another size than "
+                       "input_shape=(1, 8)")
+    # a flatten whose size follows the input's: Conv2d(3, 8, 3) makes (1, 8, 26, 26) of 28 × 28, 5408
+    # features where Linear(8 * 30 * 30, 10) expects a 32 × 32 input's 7200; input_shape is the cause
+    lenet = ("import torch.nn as nn\n\n\ndef lenet():\n"
+             "    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 30 * 30, 10))\n")
+    message = _forward_error(tmp_path, lenet, "lenet", {"input_shape": [3, 28, 28]})
+    assert message.startswith("mat1 and mat2 shapes cannot be multiplied (1x5408 and 7200x10); `2` (Linear) got (1, 5408)")
+    assert message.endswith("or the model expects inputs of another size than input_shape=(3, 28, 28)")

@@ -189,8 +189,9 @@ def forward_advice(message: str, input_shape: Any = None,
     its own); ``failed_call`` the innermost module call that raised (its path, class name and
     tensor arguments' shapes), when one did. A dtype or device mismatch names the options that set
     them (generated) or the factory's inputs. A shape error in a call that got none of the
-    generated inputs' shapes is the model's layers disagreeing: it names that call and what it got,
-    and leaves input_shape alone. Any other shape error on generated inputs shows the shapes they
+    generated inputs' shapes names that call and what it got: the model's layers disagree, or their
+    sizes fit inputs of another size (``Linear(8 * 30 * 30, 10)`` after a convolution of a 28 × 28
+    input). Any other shape error on generated inputs shows the shapes they
     had, batch dimension included, and suggests the shape without a leading 1 when every
     input_shape begins with one (the batch dimension written twice); other errors get no advice.
     """
@@ -208,8 +209,8 @@ def forward_advice(message: str, input_shape: Any = None,
     if failed_call is not None and failed_call[2] and not {(1, *s) for s in shapes} & set(failed_call[2]):
         path, kind, got = failed_call
         return (f"{message}; `{path or 'the model'}` ({kind}) got {', '.join(_shape_text(s) for s in got)}, computed by "
-                f"the model from the generated inputs {made}: the model's own layers or code disagree about "
-                "this shape, not input_shape")
+                f"the model from the generated inputs {made}: either the model's own layers or code disagree about "
+                f"this shape, or the model expects inputs of another size than input_shape={_option_text(input_shape)}")
     advice = (f"{message}; the inputs were generated from input_shape={_option_text(input_shape)} with a batch "
               f"dimension of 1 added, as {made}: input_shape excludes the batch dimension")
     if all(len(shape) > 1 and shape[0] == 1 for shape in shapes):
