@@ -66,3 +66,43 @@ def test_an_expression_with_a_frame_of_its_own_is_its_line_s(tmp_path):
     # no operator is counted twice on a line, as its own and as under a function it called
     under = {(e["line"], e["operator"]) for e in result["source_map"]["under"] if e["file"] == "net.py"}
     assert (line_of(text, "total = sum("), "aten.mean") not in under
+
+
+RESIDUAL = """
+    import torch
+    import torch.nn as nn
+
+
+    def residual(fn, x):
+        return x + fn(x)
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fcs = nn.ModuleList([nn.Linear(4, 4), nn.Linear(8, 8)])
+
+        def forward(self, x):
+            for fc in self.fcs:
+                x = residual(lambda t: fc(t), x)
+                x = torch.cat([x, x], dim=-1)
+            return x
+
+
+    # torchscan: input_shape=(4,)
+    def build():
+        return Net()
+"""
+
+
+def test_a_lambda_a_helper_calls_is_the_line_that_made_it(tmp_path):
+    # two passes of the loop: x (1, 4) + Linear(4, 4)(x) is (1, 4), concatenated to (1, 8); then
+    # (1, 8) + Linear(8, 8) is (1, 8). The lambda runs inside residual, called from its own line:
+    # each pass is one run of that line, not one per frame that touched it
+    text = write(tmp_path, {"net.py": RESIDUAL})["net.py"]
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [4]}), "net.py")
+    line = found[line_of(text, "x = residual(lambda t: fc(t), x)")]
+    assert (line["runs"], line["output"]["shape"]) == (2, [1, 4])
+    assert line["range"] == {"distinct": 2, "min": [1, 4], "max": [1, 8]}
+    helper = found[line_of(text, "return x + fn(x)")]
+    assert (helper["runs"], helper["output"]["shape"]) == (2, [1, 4])

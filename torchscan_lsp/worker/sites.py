@@ -149,9 +149,10 @@ class CodeFiles:
         the line itself, through a function written in C).
 
         A generator expression, comprehension or lambda called from its own line (``sum(b(x) for
-        b in self.branches)``, ``max(..., key=lambda t: t.sum())``) is part of that line: its frame
-        is left out and what it does is the line's, with no callee, so that its iterations are not
-        runs of the line and the line's value is what the whole expression made."""
+        b in self.branches)``, ``max(..., key=lambda t: t.sum())``), or by a function that line
+        called (``residual(lambda t: self.mlp(t), x)``), is part of that line: its frame is left out
+        and what it does is the line's, with no callee, so that its iterations are not runs of the
+        line and the line's value is what the whole expression made."""
         barrier, known, kind = self.barrier, self._files, self.kind
         found: list[tuple[int, str, types.FrameType, types.FrameType | None]] = []
         callee = None
@@ -161,8 +162,7 @@ class CodeFiles:
             code = frame.f_code
             filename = code.co_filename
             back = frame.f_back
-            if code.co_name in _INLINE and back is not None and back.f_code.co_filename == filename \
-                    and back.f_lineno == frame.f_lineno:
+            if code.co_name in _INLINE and back is not None and _on_its_line(frame, back):
                 callee, frame = None, back
                 continue
             entry = known.get(filename) or kind(filename)
@@ -184,6 +184,27 @@ class CodeFiles:
         while frame is not None and self._package(frame.f_code.co_filename):
             frame = frame.f_back
         return frame
+
+
+_DEFINER_DEPTH = 8
+"""How many frames out from a lambda or comprehension the frame that made it is looked for."""
+
+
+def _on_its_line(frame: types.FrameType, back: types.FrameType) -> bool:
+    """Whether ``frame`` (a lambda's, a comprehension's) runs an expression of a line still running:
+    its caller's, or that of the frame out from it (at most :data:`_DEFINER_DEPTH`) that made it,
+    whose code holds its code among its constants and is on its line."""
+    code, line = frame.f_code, frame.f_lineno
+    if back.f_code.co_filename == code.co_filename and back.f_lineno == line:
+        return True
+    outer: types.FrameType | None = back
+    for _ in range(_DEFINER_DEPTH):
+        if outer is None:
+            return False
+        if outer.f_code.co_filename == code.co_filename and any(const is code for const in outer.f_code.co_consts):
+            return outer.f_lineno == line
+        outer = outer.f_back
+    return False
 
 
 def as_json(site: Site | None) -> dict | None:
