@@ -48,6 +48,15 @@ def test_one_name_shows_its_value_not_the_last_operator():
     assert labels.output_source(entry) == "the value assigned to `x` in its first run"
 
 
+def test_a_name_holding_a_mapping_of_tensors_shows_the_mapping():
+    # outs = {k: head(x) for k, head in self.heads.items()}: the last operator is the last head's
+    mapping = {"kind": "mapping", "type": "dict", "items": [
+        {"key": "a", "key_type": "str", "value": tensor(1, 3)}, {"key": "b", "key_type": "str", "value": tensor(1, 4)}]}
+    entry = {"operator": "aten.addmm", "call": None, "output": tensor(1, 4),
+             "targets": [{"name": "outs", "output": mapping, "range": None}]}
+    assert labels.line_label(entry) == "→ {a: (1, 3), b: (1, 4)}"
+
+
 def test_runs_whose_shapes_vary_give_their_range():
     # (1, 8), (1, 16), (1, 32): the first shown, the range per dimension
     entry = {"operator": None, "call": "grow.0", "output": tensor(1, 8), "runs": 3,

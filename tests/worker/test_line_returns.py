@@ -191,3 +191,52 @@ def test_library_lines_show_what_they_returned_or_nothing(tmp_path, library):
     # a library helper's frames are not traced: its pair is not known, and not shown as its last
     # operator's output
     assert line_of(text, "return x[..., :2].exp(), x[..., 2:].sum()") not in found
+
+
+HEADS = """
+    import torch.nn as nn
+
+
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleList([nn.Linear(8, 2), nn.Linear(8, 3)])
+
+        def forward(self, x):
+            return [h(x) for h in self.heads]
+
+
+    class Named(Heads):
+        def forward(self, x):
+            return {i: h(x) for i, h in enumerate(self.heads)}
+
+
+    def each(heads, x):
+        return [h(x) for h in heads]
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = Heads()
+            self.b = Named()
+
+        def forward(self, x):
+            return self.a(x), self.b(x), each(self.a.heads, x)
+
+
+    # torchscan: input_shape=(8,)
+    def build():
+        return Net()
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 inlines list and dict comprehensions")
+def test_a_line_that_returns_a_comprehension_shows_all_it_made(tmp_path):
+    # Linear(8, 2) and Linear(8, 3) on (1, 8): (1, 2) and (1, 3); the line's last operator is the
+    # second head's, but it returned both
+    text = write(tmp_path, {"net.py": HEADS})["net.py"]
+    found = outputs(analysed(tmp_path, "net.py", "build", {"input_shape": [8]}), "net.py")
+    assert labels.line_label(found[line_of(text, "return [h(x) for h in self.heads]")]) == "→ [(1, 2), (1, 3)]"
+    assert labels.line_label(found[line_of(text, "return {i: h(x)")]) == "→ {0: (1, 2), 1: (1, 3)}"
+    assert labels.line_label(found[line_of(text, "return [h(x) for h in heads]")]) == "→ [(1, 2), (1, 3)]"

@@ -85,12 +85,15 @@ def inputs_text(call_input: Mapping[str, Any] | None) -> str:
 
 
 def _tensors_in(meta: Mapping[str, Any] | None) -> bool:
-    """Whether a value's metadata holds a tensor (a tensor, or a tuple or list of them)."""
+    """Whether a value's metadata holds a tensor (a tensor, or a tuple, list or mapping with one)."""
     if not isinstance(meta, Mapping):
         return False
-    if meta.get("kind") == "tensor":
+    kind = meta.get("kind")
+    if kind == "tensor":
         return True
-    return meta.get("kind") in ("tuple", "list") and any(_tensors_in(item) for item in meta.get("items") or ())
+    if kind == "mapping":
+        return any(isinstance(entry, Mapping) and _tensors_in(entry.get("value")) for entry in meta.get("items") or ())
+    return kind in ("tuple", "list") and any(_tensors_in(item) for item in meta.get("items") or ())
 
 
 def shown_targets(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -30,6 +30,11 @@ _MAX_DISTINCT = 64
 """Distinct shapes remembered per line: enough to say "vary" and give their range."""
 _DISPLAYS: dict[str, type] = {"BUILD_TUPLE": tuple, "BUILD_LIST": list, "LIST_TO_TUPLE": tuple, "BUILD_MAP": dict,
                               "BUILD_CONST_KEY_MAP": dict}
+#: Python 3.11 compiles ``[f(x) for x in xs]`` to a function it calls on the iterator:
+#: ``GET_ITER, PRECALL, CALL`` (3.12 inlines list and dict comprehensions; their lines keep the last
+#: operator's value).
+_COMPREHENSIONS: dict[str, type] = {"<listcomp>": list, "<dictcomp>": dict}
+_COMPREHENSION_CALL = ("GET_ITER", "PRECALL", "CALL")
 Display = tuple[type, "int | None"]
 """What a display a line returns builds: its type (tuple, list or dict) and length (None: starred)."""
 
@@ -43,7 +48,8 @@ class CodeFacts:
         returns: the lines that return a display of several values (``return out, weights``,
             ``return [a, b]``, ``return {"logits": x}``), each with what its display builds: a
             ``RETURN_VALUE`` right after the instruction that builds the tuple, list or dict, on the
-            line of that ``RETURN_VALUE``.
+            line of that ``RETURN_VALUE``, or right after the call of a list or dict comprehension
+            made on that line (``return [h(x) for h in self.heads]``).
         certain: the lines of ``stores`` whose last store runs whenever the line runs, with its
             offset: no jump of the line before it lands past it (``out = h if out is None else
             torch.cat([out, h])`` jumps only within itself; ``if c: out = x`` can skip its store).
@@ -57,8 +63,17 @@ class CodeFacts:
         self._jumps: list[int] = []
         jumps: dict[int, list[tuple[int, int]]] = {}  # line -> (offset, target) of its jumps
         previous = None
+        comprehension: tuple[int, type] | None = None  # the line and type of the last comprehension made
+        recent: tuple[str, ...] = ()
         for instruction in dis.get_instructions(code):
             positions, name = instruction.positions, instruction.opname
+            recent = (*recent[-3:], name)
+            if name == "LOAD_CONST" and isinstance(instruction.argval, types.CodeType) and positions is not None:
+                kind = _COMPREHENSIONS.get(instruction.argval.co_name)
+                comprehension = (positions.lineno, kind) if kind is not None else None
+            elif name == "RETURN_VALUE" and recent[:-1] == _COMPREHENSION_CALL and comprehension is not None \
+                    and positions is not None and comprehension[0] == positions.lineno:
+                self.returns[positions.lineno] = (comprehension[1], None)  # return [h(x) for h in self.heads]
             if name in _STORES and positions is not None and positions.lineno and not str(instruction.argval).startswith("."):
                 found.setdefault(positions.lineno, []).append((positions.col_offset or 0, instruction.argval, instruction.offset))
             elif name == "RETURN_VALUE" and previous is not None and previous.opname in _DISPLAYS \
