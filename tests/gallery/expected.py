@@ -246,7 +246,7 @@ LINES = [
     # the first down block: (1, 8, 32, 32) convolved, kept as the skip, then halved to (1, 8, 16, 16);
     # the next two give (1, 16, 8, 8) and (1, 32, 4, 4)
     Line("examples/unet.py", "            sample, res_samples = downsample_block(",
-         "sample (1, 8, 16, 16) · res_samples ((1, 8, 32, 32)) · ×3 runs, shapes vary"),
+         "sample (1, 8, 16, 16) · res_samples ((1, 8, 32, 32),) · ×3 runs, shapes vary"),
     # the up blocks give (1, 32, 8, 8), (1, 16, 16, 16), (1, 8, 32, 32)
     Line("examples/unet.py", "sample = upsample_block(sample, res_samples)",
          "→ (1, 32, 8, 8) · ×3 runs, shapes vary (1, 8..32, 8..32, 8..32)"),

@@ -512,3 +512,49 @@ def test_deep_copied_layers_keep_the_lines_that_built_the_original(tmp_path):
     # the copies themselves were registered where the model put them
     assert line["layers.0"] == line_of(text, "return nn.ModuleList([copy.deepcopy")
     assert line["twice"] == line_of(text, "self.twice = copy.deepcopy(")
+
+
+def test_layers_without_parameters_after_a_starred_list_and_layers_handed_in(tmp_path):
+    # a starred list makes the Sequential's argument count unknowable from the source: the ReLU and
+    # the Identity copies are known by the line that built them; a layer built into a local and
+    # handed to another module's constructor belongs to the line that built it, not to that
+    # constructor's `self.proj = proj`
+    files = write(tmp_path, {"net.py": """
+        import torch.nn as nn
+
+
+        class Block(nn.Module):
+            def __init__(self, proj):
+                super().__init__()
+                self.proj = proj
+
+            def forward(self, x):
+                return self.proj(x)
+
+
+        class Net(nn.Module):
+            def __init__(self, n=2):
+                super().__init__()
+                self.seq = nn.Sequential(
+                    nn.Conv2d(3, 8, 3, padding=1),
+                    *[nn.Conv2d(8, 8, 3, padding=1) for _ in range(n)],
+                    nn.Conv2d(8, 4, 1),
+                    nn.ReLU(),
+                    *[nn.Identity() for _ in range(2)],
+                )
+                proj = nn.Linear(4, 8)
+                self.blk = Block(proj)
+
+            def forward(self, x):
+                return self.blk(self.seq(x).mean((2, 3)))
+    """})
+    text = files["net.py"]
+    modules = by_path(run(tmp_path, "net.py", "Net", {"input_shape": [3, 8, 8]}))
+    line = {path: entry["defined_at"]["line"] for path, entry in modules.items()}
+    starred = line_of(text, "*[nn.Conv2d(8, 8, 3")
+    assert (line["seq.0"], line["seq.1"], line["seq.2"]) == (starred - 1, starred, starred)
+    assert line["seq.3"] == line_of(text, "nn.Conv2d(8, 4, 1),")
+    assert line["seq.4"] == line_of(text, "nn.ReLU(),")
+    assert line["seq.5"] == line["seq.6"] == line_of(text, "*[nn.Identity()")
+    assert line["blk.proj"] == line_of(text, "proj = nn.Linear(4, 8)")
+    assert line["blk"] == line_of(text, "self.blk = Block(proj)")

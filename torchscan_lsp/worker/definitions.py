@@ -20,7 +20,12 @@ built each block is the ``append`` line. So the first registration into a module
 ``__init__`` runs (a child or a parameter: the module is being built) notes the line each frame
 outside that ``__init__`` was on; when the frame that later registers the module is among them, its
 line then is the module's line. A helper that builds the module (``self.conv1 = conv3x3(64, 64)``)
-keeps the registering line, which is where the helper was called.
+keeps the registering line, which is where the helper was called. Every module is noted so while
+its ``__init__`` runs (``nn.Module.__init__`` is wrapped while the factory runs), so a module without
+parameters or children (``nn.ReLU()`` after a starred list in a ``Sequential(``, whose arguments
+cannot be counted from the source) has its line too. A module handed to another's constructor
+(``proj = nn.Linear(d, 8)``, then ``Block(proj)`` registers it with ``self.proj = proj``) belongs
+to the line of the first workspace frame outside that constructor that was building it.
 
 **Parameters assigned in model code.** ``self.cls_token = nn.Parameter(torch.zeros(1, 1, d))``:
 a parameter registered by a frame of model code itself (not by a torch module's own ``__init__``,
@@ -174,7 +179,7 @@ class DefinitionRecorder:
             return on_tensor(module, name, parameter)
 
         registration = torch.nn.modules.module
-        handles = [registration.register_module_module_registration_hook(on_register)]
+        handles = [registration.register_module_module_registration_hook(on_register), self._watch_inits()]
         for hook_name, hook in (("register_module_parameter_registration_hook", on_parameter),
                                 ("register_module_buffer_registration_hook", on_tensor)):
             register = getattr(registration, hook_name, None)
@@ -194,6 +199,21 @@ class DefinitionRecorder:
             self._built.clear()  # it holds frames
             for handle in handles:
                 handle.remove()
+
+    def _watch_inits(self) -> Any:
+        """Note every module while its ``__init__`` runs, as its first registration does (a module
+        without parameters or children registers nothing: ``nn.ReLU()`` after a starred list in a
+        ``Sequential(`` is known by its line only so); the returned handle's ``remove()`` undoes it."""
+        module_class, init = torch.nn.Module, torch.nn.Module.__init__
+        note = self._note_built
+
+        @functools.wraps(init)
+        def watched_init(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+            init(module, *args, **kwargs)
+            note(module, sys._getframe(1))
+
+        module_class.__init__ = watched_init  # type: ignore[method-assign]
+        return types.SimpleNamespace(remove=lambda: setattr(module_class, "__init__", init))
 
     def _note_built(self, module: torch.nn.Module, frame: types.FrameType | None) -> None:
         """At the first registration into ``module``: when its own ``__init__`` runs it (it is being
@@ -239,10 +259,24 @@ class DefinitionRecorder:
                     and callee.f_code in _init_codes(type(parent)):
                 line = self._child_line(site_frame, kind, name) or line
             if found == WORKSPACE:
-                workspace = (file, line)
+                workspace = (file, line) if site_frame in built_at else self._handed_in(site_frame, built_at) or (file, line)
             else:
                 library.append((file, line))
         return workspace, tuple(library)
+
+    def _handed_in(self, frame: types.FrameType, built_at: dict[types.FrameType, int]) -> Site | None:
+        """The line that built a module handed to the constructor whose ``frame`` registers it
+        (``proj = nn.Linear(d, 8)`` then ``Block(proj)``, whose ``__init__`` says ``self.proj =
+        proj``): the line then of the first workspace frame out from ``frame`` that was building it."""
+        barrier, outer = self.files.barrier, frame.f_back
+        while outer is not None and outer is not barrier:
+            line = built_at.get(outer)
+            if line is not None:
+                found, name = self.files.kind(outer.f_code.co_filename)
+                if found == WORKSPACE:
+                    return (name, line)  # type: ignore[return-value]
+            outer = outer.f_back
+        return None
 
     def _child_line(self, frame: types.FrameType, kind: str, name: str) -> int | None:
         code = frame.f_code
