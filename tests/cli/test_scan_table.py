@@ -89,6 +89,8 @@ def test_modules_the_forward_never_called_are_listed_under_the_table(tmp_path, m
                 super().__init__()
                 self.body = nn.Linear(8, 8)
                 self.head = nn.Linear(8, 100)
+                self.emb = nn.Embedding(8, 8)
+                self.emb.weight = self.body.weight
 
             def forward(self, x):
                 return self.body(x)
@@ -103,5 +105,7 @@ def test_modules_the_forward_never_called_are_listed_under_the_table(tmp_path, m
     lines = out.splitlines()
     # body 8·8 + 8 = 72 in its row; head 8·100 + 100 = 900 in none: Total params is 972
     assert "Total params: 972" in lines
-    start = lines.index("Never called in the forward pass (1), so in no row; Total params counts their parameters:")
+    start = lines.index("Never called in the forward pass (2), so in no row; Total params counts their parameters:")
     assert lines[start + 1] == "  head (Linear): 900 params"
+    # emb's only parameter is body's weight (8 · 8), counted in body's row
+    assert lines[start + 2] == "  emb (Embedding): 64 params shared with body (counted there)"

@@ -53,7 +53,8 @@ def test_a_module_never_called_counts_in_every_sum_and_says_so_on_its_line(tmp_p
     assert hints[line_of(text, "class Net")].startswith("1.27k params · ")
     assert hints[line_of(text, "return Net()")].startswith("1.27k params · ")
     assert hints[line_of(text, "self.head =")] == "900 params · never called"
-    assert hints[line_of(text, "self.tied =")] == "0 params · never called"
+    # tied holds no parameter of its own: emb's weight (10 · 8), counted under emb, is shared
+    assert hints[line_of(text, "self.tied =")] == "80 params shared with emb · never called"
     hover = build_hover("net.py", line_of(text, "self.head ="), [state], text.splitlines())
     assert "Parameters: 900 (900 trainable" in hover and "Never called in the forward pass" in hover
     assert "FLOPs |" not in hover  # no work table for a module that did none
@@ -67,5 +68,6 @@ def test_a_module_below_a_call_that_ran_as_one_is_not_uncalled(tmp_path):
     # MultiheadAttention's forward reads out_proj's weight without calling it: its record holds it
     assert set(uncalled) == {"head", "tied"}
     assert hints[line_of(text, "self.attn =")].startswith("288 params · ")
-    assert uncalled["head"]["ran"] is False and uncalled["head"]["parameters"] == {"trainable": 900, "frozen": 0,
-                                                                                   "bytes": 900 * 4}
+    assert uncalled["head"]["ran"] is False and uncalled["head"]["parameters"] == {
+        "trainable": 900, "frozen": 0, "bytes": 900 * 4, "shared_elements": 0, "shared_with": []}
+    assert (uncalled["tied"]["parameters"]["shared_elements"], uncalled["tied"]["parameters"]["shared_with"]) == (80, ["emb"])

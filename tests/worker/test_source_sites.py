@@ -92,7 +92,8 @@ def test_every_child_of_a_multi_line_constructor_has_its_own_line(tmp_path):
     # (a ModuleDict holds no tensor of its own: its children's are counted by their calls)
     assert result["source_map"]["uncalled"] == [{"path": "heads", "type": "ModuleDict", "library_defined_at": [],
                                                  "defined_at": {"file": "net.py", "line": line_of(text, "self.heads =")},
-                                                 "ran": True, "parameters": {"trainable": 0, "frozen": 0, "bytes": 0},
+                                                 "ran": True, "parameters": {"trainable": 0, "frozen": 0, "bytes": 0,
+                                                                             "shared_elements": 0, "shared_with": []},
                                                  "buffers": {"elements": 0, "bytes": 0}}]
 
 

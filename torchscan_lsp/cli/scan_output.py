@@ -185,10 +185,16 @@ def _never_called_lines(state: Any) -> list[str]:
     uncalled = state.view.uncalled if state.view is not None else {}
     idle = []
     for path, entry in uncalled.items():
-        params = (entry.get("parameters") or {}).get("trainable", 0) + (entry.get("parameters") or {}).get("frozen", 0)
+        stats = entry.get("parameters") or {}
+        params = stats.get("trainable", 0) + stats.get("frozen", 0)
+        shared = stats.get("shared_elements", 0)
         buffers = (entry.get("buffers") or {}).get("elements", 0)
-        if not entry.get("ran") and (params or buffers):
-            idle.append(f"  {path} ({entry.get('type')}): {params:,} params" + (f", {buffers:,} buffer elements" if buffers else ""))
+        if not entry.get("ran") and (params or shared or buffers):
+            text = f"{params:,} params"
+            if shared:  # an embedding tied to the head that ran: counted once, under that head
+                owners = ", ".join(stats.get("shared_with") or [])
+                text = (f"{text} + " if params else "") + f"{shared:,} params shared with {owners} (counted there)"
+            idle.append(f"  {path} ({entry.get('type')}): {text}" + (f", {buffers:,} buffer elements" if buffers else ""))
     if not idle:
         return []
     more = [f"  … and {len(idle) - _NEVER_CALLED_ROWS} more"] if len(idle) > _NEVER_CALLED_ROWS else []

@@ -104,13 +104,19 @@ class ClassSite(TypedDict):
 
 
 class UncalledSite(TypedDict):
-    """Where a container that was never called itself (a ``ModuleList``, a ``ModuleDict``) was
-    built, by its path, as no layer record stands for it; its children's calls have records."""
+    """A module that was never called itself, by its path, as no layer record stands for it: a
+    container whose children's calls have records (``ran``), or a module that never ran. Where it
+    was built; the tensors only it holds (``parameters``: ``trainable``, ``frozen`` elements,
+    ``bytes``, and the ``shared_elements`` of its own parameters that modules at ``shared_with``
+    hold and counted; ``buffers``: ``elements``, ``bytes``): ``worker/uncalled.py``."""
 
     path: str
     type: str
     defined_at: Site | None
     library_defined_at: list[Site]
+    ran: bool
+    parameters: dict[str, Any]
+    buffers: dict[str, int]
 
 
 class ParameterSite(TypedDict):

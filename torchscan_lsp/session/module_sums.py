@@ -29,12 +29,17 @@ def held(layers: list[dict], uncalled: Mapping[str, Mapping[str, Any]], paths: I
             "buffer_elements": sum(stats.get("elements", 0) for stats in buffers)}
 
 
-def shared(layers: list[dict]) -> dict[str, Any]:
-    """Parameters of ``layers`` counted under modules outside them (each module's first call:
-    a second call of a module shares its tensors with its own first one, which says nothing)."""
-    inside = {layer["path"] for layer in layers}
+def shared(layers: list[dict], uncalled: Mapping[str, Mapping[str, Any]] | None = None,
+           paths: Iterable[str] = ()) -> dict[str, Any]:
+    """Parameters of ``layers`` and of the ``uncalled`` entries in the subtrees of ``paths``
+    counted under modules outside them (each module's first call: a second call of a module shares
+    its tensors with its own first one, which says nothing)."""
+    roots = tuple(paths)
+    entries = [{"path": path, "parameters": entry.get("parameters") or {}}
+               for path, entry in (uncalled or {}).items() if in_subtree(path, roots)]
+    inside = {layer["path"] for layer in [*layers, *entries]}
     elements, owners, seen = 0, [], set()
-    for layer in layers:
+    for layer in [*layers, *entries]:
         stats = layer.get("parameters", {})
         others = [owner for owner in stats.get("shared_with") or [] if owner not in inside]
         if layer["path"] in seen or not others or len(others) != len(stats.get("shared_with") or []):

@@ -135,7 +135,7 @@ class ResultView:
         if key in self._summaries:
             return self._summaries[key]
         layers = self.subtree(key)
-        summary: dict[str, Any] = {**held(layers, self._holding, key), **shared(layers), "ran": bool(layers)}
+        summary: dict[str, Any] = {**held(layers, self._holding, key), **shared(layers, self._holding, key), "ran": bool(layers)}
         diagnostics = self.report.get("diagnostics") or []
         for name, unit in MODULE_FORMULA_METRICS.items():
             summary[name] = subtree_total(self.layers, diagnostics, name, key, unit=unit)
@@ -161,11 +161,12 @@ class ResultView:
 
     @functools.cached_property
     def _holding(self) -> dict[str, Mapping[str, Any]]:
-        """The ``uncalled`` entries that hold tensors of their own (most are containers that hold
-        none): what every module summary adds over its subtree."""
+        """The ``uncalled`` entries that hold tensors of their own or share some (most are
+        containers that hold none): what every module summary adds over its subtree."""
         return {path: entry for path, entry in self.uncalled.items()
                 if any((entry.get(key) or {}).get(count) for key, count in
-                       (("parameters", "trainable"), ("parameters", "frozen"), ("buffers", "elements")))}
+                       (("parameters", "trainable"), ("parameters", "frozen"), ("parameters", "shared_elements"),
+                        ("buffers", "elements")))}
 
     @functools.cached_property
     def known_paths(self) -> dict[str, None]:
