@@ -120,3 +120,29 @@ def test_scan_and_check_report_every_problem(tmp_path):
     for shown, (line, start) in zip(out, EXPECTED):
         assert shown.startswith(f"pyproject.toml:{line}:1: error: {start}"), out
         assert shown.endswith("; the workspace defaults are not applied")
+
+
+def test_a_target_that_needed_the_dropped_defaults_is_told_so(tmp_path):
+    # the table sets input_shape but has a typo: it is dropped whole, and the target, whose pragma
+    # sets no input_shape, fails for want of it; the error names the table, not only the pragma
+    _write(tmp_path, "pyproject.toml", """
+        [project]
+        name = "demo"
+
+        [tool.torchscan-lsp]
+        input_shape = [3, 16, 16]
+        devcie = "cpu"
+    """)
+    _write(tmp_path, "net.py", """
+        import torch.nn as nn
+
+
+        # torchscan: device="cpu"
+        def build():
+            return nn.Conv2d(3, 8, 3)
+    """)
+    code, out, _ = _run(tmp_path, "check", "net.py", "--no-hints")
+    assert code == 1
+    target = [line for line in out if line.startswith("net.py:4:")]
+    assert len(target) == 1 and "without the workspace defaults, which pyproject.toml's [tool.torchscan-lsp] table " \
+        "could not give (fix its errors)" in target[0] and "no input_shape is set" in target[0], out

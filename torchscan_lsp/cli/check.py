@@ -160,7 +160,8 @@ def _entries(session, documents, files, root: Path, unreadable, hints: bool) -> 
             errors += alone
         for d in build_diagnostics(rel, lines, document.problems, states, None, path=document.path,
                                    headline=settings.headline, receptive_field_notes=settings.receptiveFieldNotes,
-                                   options=session.target_options):
+                                   options=session.target_options,
+                                   defaults_dropped=session.workspace_config(document.root).error is not None):
             errors += d.severity == types.DiagnosticSeverity.Error
             exceeded += d.code in OVER_BUDGET_CODES
             found.append((d.range.start.line, d.range.start.character, severity[d.severity],

@@ -58,9 +58,10 @@ def problem_diagnostics(lines: Lines, problems: Iterable[Any]) -> list[types.Dia
     ]
 
 
-def _error_diagnostics(rel: str, lines: Lines, state: TargetState, explained: set[int]) -> list[types.Diagnostic]:
+def _error_diagnostics(rel: str, lines: Lines, state: TargetState, explained: set[int],
+                       defaults_dropped: bool = False) -> list[types.Diagnostic]:
     error = (state.error or {}).get("error") or {}
-    message = error_message(state)
+    message = error_message(state, defaults_dropped=defaults_dropped)
     kind = f"analysis-{error.get('kind') or 'crash'}"
     out = []
     # the line that raised, where it is now (nothing there when that line changed since), unless an
@@ -148,9 +149,12 @@ def config_diagnostics(rel: str, lines: Lines, error: Any, states: list[TargetSt
 def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: list[TargetState],
                       config_error: Any = None, client: str | None = None, *, path: str | None = None,
                       headline: str = DEFAULT_HEADLINE, receptive_field_notes: bool = False,
-                      options: Callable[[TargetState], Mapping[str, Any]] | None = None) -> list[types.Diagnostic]:
+                      options: Callable[[TargetState], Mapping[str, Any]] | None = None,
+                      defaults_dropped: bool = False) -> list[types.Diagnostic]:
     """All diagnostics of workspace-relative file ``rel`` (absolute ``path``, by which a result names
-    a library file); duplicates (same range and message) once.
+    a library file); duplicates (same range and message) once. ``defaults_dropped``: the workspace's
+    table has errors said elsewhere (``check`` prints them once, at the table's lines), so the
+    targets ran without its defaults.
 
     ``config_error`` is the workspace's ``[tool.torchscan-lsp]`` error, if any; ``client`` the
     editor's name, which words the untrusted-workspace advice (:func:`untrusted_message`);
@@ -169,7 +173,7 @@ def build_diagnostics(rel: str, lines: Lines, problems: Iterable[Any], states: l
                                    types.DiagnosticSeverity.Information, "untrusted"))
             continue
         if state.error is not None:
-            out.extend(_error_diagnostics(rel, lines, state, explained))
+            out.extend(_error_diagnostics(rel, lines, state, explained, config_error is not None or defaults_dropped))
         if state.view is not None and state.error is None:
             out.extend(_report_diagnostics(rel, lines, state, path, headline, receptive_field_notes))
             if state.key.file == rel:

@@ -96,15 +96,22 @@ _ERROR_ADVICE = {
 }
 
 
-def error_message(state: TargetState, *, frames: bool = True) -> str:
+_DROPPED_DEFAULTS = ("the target's options are not valid without the workspace defaults, which pyproject.toml's "
+                     "[tool.torchscan-lsp] table could not give (fix its errors), or fix the pragma or decorator")
+
+
+def error_message(state: TargetState, *, frames: bool = True, defaults_dropped: bool = False) -> str:
     """The message of a failed analysis: target, what went wrong, the exception, what to change,
     and (with ``frames``) where below the line blamed it happened: the exception it was made from
     and the innermost frames of its traceback in an installed library (an import that fails in the
-    library's own modules), when the worker found them."""
+    library's own modules), when the worker found them. ``defaults_dropped``: the workspace's
+    ``[tool.torchscan-lsp]`` table has errors, so the target ran without its defaults (an
+    ``input_shape`` set there), which an options error then names as a cause."""
     error = (state.error or {}).get("error") or {}
     kind = error.get("kind") or "crash"
     exception = f"{error['type']}: {error.get('message', '')}" if error.get("type") else error.get("message", "")
-    message = f"{state.key.name}: {_ERROR_ADVICE.get(kind, kind)}: {exception}".rstrip(": ")
+    advice = _DROPPED_DEFAULTS if kind == "options" and defaults_dropped else _ERROR_ADVICE.get(kind, kind)
+    message = f"{state.key.name}: {advice}: {exception}".rstrip(": ")
     below = traceback_text(error) if frames else ""
     if below:
         message += f" ({below})"
