@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["Site", "ModuleSite", "OperatorSite", "LineOutput", "ShapeRange", "AssignedName", "ClassSite",
+__all__ = ["Site", "ModuleSite", "OperatorSite", "LineOutput", "ShapeRange", "AssignedName", "ClassSite", "UnregisteredSite",
            "UncalledSite", "ParameterSite", "SourceMap", "is_library"]
 
 
@@ -103,7 +103,16 @@ class ClassSite(TypedDict):
     paths: list[str]
 
 
-class UncalledSite(TypedDict):
+class _UncalledTensors(TypedDict, total=False):
+    """The keys of :class:`UncalledSite` that results of earlier versions lack (``total=False``:
+    ``NotRequired`` is not read from postponed annotations on Python 3.11)."""
+
+    ran: bool
+    parameters: dict[str, Any]
+    buffers: dict[str, int]
+
+
+class UncalledSite(_UncalledTensors):
     """A module that was never called itself, by its path, as no layer record stands for it: a
     container whose children's calls have records (``ran``), or a module that never ran. Where it
     was built; the tensors only it holds (``parameters``: ``trainable``, ``frozen`` elements,
@@ -114,9 +123,20 @@ class UncalledSite(TypedDict):
     type: str
     defined_at: Site | None
     library_defined_at: list[Site]
-    ran: bool
-    parameters: dict[str, Any]
-    buffers: dict[str, int]
+
+
+class UnregisteredSite(TypedDict):
+    """Modules held in a plain list, tuple or dict (``container``; attribute ``attribute`` of the
+    module at ``path``), which PyTorch does not register: how many, their parameter ``elements``
+    (``parameters``), none of them counted by the report, and the line that built them
+    (``worker/unregistered.py``)."""
+
+    path: str
+    attribute: str
+    container: str
+    modules: int
+    parameters: int
+    defined_at: Site | None
 
 
 class ParameterSite(TypedDict):
@@ -133,7 +153,14 @@ class ParameterSite(TypedDict):
     trainable: bool
 
 
-class SourceMap(TypedDict):
+class _SourceMapExtras(TypedDict, total=False):
+    """The keys of :class:`SourceMap` that results of earlier versions lack (see
+    :class:`_UncalledTensors`)."""
+
+    unregistered: list[UnregisteredSite]
+
+
+class SourceMap(_SourceMapExtras):
     """The worker's attribution of a report to source lines; every entry names the report layer it
     belongs to by index, or (``parameters``, ``uncalled``) a module by path (docs/architecture.md,
     "Source map")."""

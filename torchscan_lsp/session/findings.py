@@ -208,9 +208,29 @@ def result_findings(state: TargetState, name: str, current: list[str] | None, *,
     if own:
         for diagnostic in view.unattributed_diagnostics():
             folder.add(state.line, diagnostic, None)
-    out = folder.findings()
+    out = folder.findings() + _unregistered(state, name, moved)
     note = _target_note(state, method(headline)) if own else None
     return out + ([note] if note is not None else [])
+
+
+def _unregistered(state: TargetState, name: str, moved: Any) -> list[Finding]:
+    """A warning on each line of ``name`` that built modules a plain list, tuple or dict holds
+    (the source map's ``unregistered``): PyTorch registers none of them, so the parameter counts
+    shown leave them out while the FLOPs of their calls are in."""
+    out = []
+    for entry in (state.view.result.get("source_map") or {}).get("unregistered") or ():  # type: ignore[union-attr]
+        site = entry.get("defined_at") or {}
+        now = moved.to_current(int(site["line"])) if site.get("file") == name and site.get("line") else None
+        if now is None:
+            continue
+        holder = f"`{entry['path']}.{entry['attribute']}`" if entry["path"] else f"`{entry['attribute']}`"
+        wrapper = "nn.ModuleDict" if entry.get("container") == "dict" else "nn.ModuleList"
+        out.append(Finding(now, "warning", "unregistered-modules", (
+            f"{holder} holds {entry['modules']} module{'s' if entry['modules'] != 1 else ''} in a plain "
+            f"{entry.get('container', 'list')}, which PyTorch does not register: they are in no parameters(), "
+            f"state_dict(), .to() or optimizer, and their {fmt.params(entry['parameters'])} are in no parameter "
+            f"count here (their calls' FLOPs are); hold them in an {wrapper}")))
+    return out
 
 
 def every_finding(state: TargetState, headline: str, *, receptive_field_notes: bool = False) -> list[tuple[str, Finding]]:

@@ -39,6 +39,7 @@ from torchscan_lsp.worker.line_runs import LineRuns
 from torchscan_lsp.worker.line_values import SiteRecord, holds_tensor, live_key, shape_key
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
 from torchscan_lsp.worker.uncalled import uncalled_modules
+from torchscan_lsp.worker.unregistered import unregistered_modules
 
 __all__ = ["SourceRecorder", "CallSites", "Workspace"]
 
@@ -306,7 +307,7 @@ class SourceRecorder:
         """
         if self.running is None or self._root is None:
             return {"modules": [], "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [],
-                    "parameters": []}
+                    "parameters": [], "unregistered": []}
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -322,6 +323,7 @@ class SourceRecorder:
             found["uncalled"] = uncalled_modules(self._root, [path for path, _, _ in self.running.calls.values()], sites)
             found["parameters"] = [entry for entry in self.definitions.parameters(self._root)
                                    if entry["file"] in kept or not is_library(entry["file"])]
+            found["unregistered"] = unregistered_modules(self._root, lambda m: as_json(self.definitions.built_site(m)))
             return found
         finally:
             if collecting:

@@ -291,6 +291,11 @@ class DefinitionRecorder:
             return first
         return self.source_lines(code.co_filename).child_line((first, column), (last, end_column), kind, name)
 
+    def built_site(self, module: torch.nn.Module) -> Site | None:
+        """The innermost workspace line that was building ``module`` while the factory ran, or None."""
+        entry = self._built_sites.get(id(module))
+        return entry[1] if entry is not None and entry[0] is module else None
+
     def defined(self, module: torch.nn.Module) -> Definition | None:
         """Where ``module`` was registered into its parent (None when no hook saw it)."""
         entry = self._defined.get(id(module))
