@@ -35,7 +35,7 @@ from torchscan_lsp.engine.recording.totals import model_totals
 from torchscan_lsp.engine.report import metric_result
 from torchscan_lsp.engine.training.construction import REAL_BUILD_LIMIT_BYTES, VALUE_READS, FakeBuild, step_value_read
 from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
-from torchscan_lsp.engine.training.flops import TrainingFlopCounter
+from torchscan_lsp.engine.training.flops import FLOP_PHASES, TrainingFlopCounter
 from torchscan_lsp.contract.training import parse_train_options
 from torchscan_lsp.engine.training.step import PHASES, TrainingStep, build_training_step
 
@@ -154,6 +154,26 @@ def track_step(step: TrainingStep, *, count_flops: bool = False, custom_mapping:
     return result
 
 
+def count_step_flops(step: TrainingStep, custom_mapping: Any = None) -> dict[str, Any]:
+    """The forward and backward FLOPs of ``step`` (:class:`~.flops.TrainingFlopCounter`'s report),
+    counted in a pass of their own, without the optimizer step (whose operators the count leaves
+    out, :data:`~.flops.FLOP_PHASES`) and with no gradient left before or after it.
+
+    Never in the memory pass: the counter's module attribution (PyTorch's ``ModuleTracker``)
+    keeps the tensors of a checkpointed block's recomputation alive, which made the estimated peak
+    of a model with activation checkpointing larger than a real step's, and different from one
+    run to the next.
+    """
+    step.optimizer.zero_grad(set_to_none=True)
+    counter = TrainingFlopCounter(step.model, custom_mapping)
+    try:
+        with counter:
+            step.run(counter.enter_phase, phases=FLOP_PHASES)
+    finally:
+        step.optimizer.zero_grad(set_to_none=True)
+    return counter.report()
+
+
 def estimate_training_memory(
     build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
     target_device: str = "cpu", count_flops: bool = True, custom_mapping: Any = None,
@@ -169,7 +189,8 @@ def estimate_training_memory(
         input_shape, input_dtype: generated inputs, for a factory that returns only a model.
         target_device: the device type the step is estimated for; it decides PyTorch's default
             ``foreach`` (the tensors themselves are fake CPU tensors either way).
-        count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`).
+        count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`), in a pass
+            of their own (:func:`count_step_flops`).
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
         real_build_limit: bytes a real build of a model whose construction reads values may
             allocate (0: never build for real).
@@ -210,7 +231,9 @@ def estimate_training_memory(
         )
         step.init_optimizer_state()
         try:
-            result = track_step(step, count_flops=count_flops, custom_mapping=custom_mapping)
+            result = track_step(step, custom_mapping=custom_mapping)
+            if count_flops:
+                result["flops"] = count_step_flops(step, custom_mapping)
         except VALUE_READS as error:
             raise step_value_read(error, step.running or "forward", name_file) from None
     return {"method": result.pop("method"), "options": options.as_dict(), "stand_in": faked.stand_in, **result}

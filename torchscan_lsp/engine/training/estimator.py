@@ -25,9 +25,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torchscan_lsp.contract.plan import Policy, SequenceAxis
 from torchscan_lsp.contract.training import TrainOptions
-from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, track_step
+from torchscan_lsp.engine.training.estimate import METHOD_MEM_TRACKER, count_step_flops, track_step
 from torchscan_lsp.engine.training.fake_modules import swappable_fake_tensors
-from torchscan_lsp.engine.training.flops import FLOP_PHASES, TrainingFlopCounter
 from torchscan_lsp.engine.training.policies import checkpoint_blocks, policy_options, repeated_blocks
 from torchscan_lsp.engine.training.scaling import InputScaler, position_limit
 from torchscan_lsp.engine.training.sharding import (DDP_METHOD, FSDP_METHOD, ddp_buckets, fsdp_tracker,
@@ -198,10 +197,4 @@ class PolicyEstimator:
         size, counted alone: no memory tracker (see the module docstring), and no optimizer step,
         whose operators the count leaves out (:data:`~.flops.FLOP_PHASES`)."""
         self._resize(batch, sequence)
-        counter = TrainingFlopCounter(self.step.model, self.custom_mapping)
-        try:
-            with counter:
-                self.step.run(counter.enter_phase, phases=FLOP_PHASES)
-        finally:
-            self.step.optimizer.zero_grad(set_to_none=True)
-        return counter.report()["totals"]["training_flops"]
+        return count_step_flops(self.step, self.custom_mapping)["totals"]["training_flops"]
