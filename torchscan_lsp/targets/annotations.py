@@ -166,6 +166,19 @@ def _record_option(
     positions[key] = span
 
 
+def _without_comment(body: str) -> str:
+    """A pragma's options without a comment after them (``input_shape=(16,)  # the mlp``), found
+    by Python's tokenizer, so that a ``#`` inside a string stays; unchanged when the options do not
+    tokenize (their own error is reported)."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(body).readline):
+            if token.type == tokenize.COMMENT:
+                return body[: token.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return body
+
+
 def parse_pragma(
     line: int,
     col: int,
@@ -177,7 +190,7 @@ def parse_pragma(
 ) -> None:
     match = PRAGMA_RE.match(comment)
     assert match is not None
-    body = comment[match.end() :]
+    body = _without_comment(comment[match.end() :])
     base = col + match.end()  # the column of body[0]
     if not body.strip():
         return
