@@ -96,6 +96,24 @@ def test_the_estimate_and_what_makes_the_count_differ(report):
     assert estimate["recomputed_flops"] == 100_000
 
 
+def test_frozen_weights_forward_is_a_part_of_its_own():
+    # LoRA-style: the blocks' Linear weights frozen, the embeddings (wte tied to the head, wpe a
+    # lookup) and the norms trainable. 6·N counts the trainable only; each frozen weight still
+    # multiplies in the forward: 2·N_frozen·tokens of the difference
+    model, args = gpt.gpt_small()
+    for name, parameter in model.named_parameters():
+        if name.endswith(".weight") and parameter.dim() == 2 and "wte" not in name and "wpe" not in name:
+            parameter.requires_grad_(False)
+    frozen = 2 * (12288 + 4096 + 16384 + 16384)  # 2 blocks: qkv 64·192, proj 64·64, fc 64·256, fc2 256·64
+    estimate = roofline_report(crawl_module(model, args=args), measured_ceilings(MACHINE),
+                               training=training())["training_step"]["mfu"]["estimate"]
+    assert estimate["frozen_parameters"] == frozen
+    assert estimate["parameters"] == 118_528 - frozen
+    parts = estimate["parts"]
+    assert parts["frozen"] == 2 * frozen * 16
+    assert sum(parts.values()) == estimate["difference"] == 900_000 - estimate["value"]
+
+
 def test_no_mfu_against_a_device_the_step_did_not_run_on(report):
     step = roofline_report(report, table_ceilings("H100-SXM", "float32"), training=training("cpu"))["training_step"]
     assert step["mfu"] is None

@@ -158,8 +158,10 @@ def estimate_lines(estimate: Mapping[str, Any], estimate_mfu: float | None) -> l
     parts = estimate.get("parts")
     if parts is not None and estimate.get("difference") is not None:
         named = {"attention": "attention as counted, softmax and backward included",
-                 "embeddings": "embedding lookups, which multiply nothing", "other": "normalisation, activations, loss, "
-                 "biases, residuals, the first layer's backward"}
+                 "embeddings": "embedding lookups, which multiply nothing",
+                 "frozen": f"the forward of the {estimate.get('frozen_parameters', 0):,} frozen weights, 2·N_frozen·tokens",
+                 "other": "normalisation, activations, loss, biases, residuals, frozen weights' input gradients, "
+                 "the first layer's backward"}
         items = "; ".join(f"{named[key]} {fmt.change(value, 'FLOPs')}" for key, value in parts.items() if value)
         lines.append(f"Counted {fmt.number(estimate['counted_model_flops'], 'FLOPs')} is "
                      f"{fmt.change(estimate['difference'], 'FLOPs')} from the estimate" + (f": {items}" if items else ""))

@@ -19,8 +19,12 @@ Where the counted FLOPs (forward + backward, recomputation apart) differ, the pa
 * ``embeddings``: ``-6·N_emb·tokens``: a lookup multiplies nothing, but ``6·N`` counts the
   parameters of every embedding that no other layer uses (a token embedding tied to the output
   head does its multiply-adds there, and stays in);
-* ``other``: what remains: normalisation, activations, the loss, biases, residual additions, and
-  the first layer's backward, which computes no gradient of the input data.
+* ``frozen``: ``2·N_frozen·tokens``, the forward multiply-adds of the frozen weights (a fine-tuned
+  backbone, the base weights under LoRA adapters), which ``6·N`` over the trainable parameters
+  leaves out (embeddings apart, which multiply nothing);
+* ``other``: what remains: normalisation, activations, the loss, biases, residual additions, the
+  input gradients that frozen weights pass back (none below the first trainable one), and the
+  first layer's backward, which computes no gradient of the input data.
 
 Two more are said beside them, never folded into the difference: **causal masking** (both sides
 count attention dense, as PyTorch's formulas do; a causal kernel can skip about half of the score
@@ -52,8 +56,9 @@ def step_tokens(inputs: Any) -> int | None:
     return None
 
 
-def untied_embedding_parameters(report: dict[str, Any]) -> int:
-    """Parameters of the embedding layers whose weight no other layer shares (``shared_with``)."""
+def untied_embedding_parameters(report: dict[str, Any], kind: str = "trainable") -> int:
+    """Parameters (``kind``: ``"trainable"`` or ``"frozen"`` elements) of the embedding layers whose
+    weight no other layer shares (``shared_with``)."""
     layers = report.get("layers") or []
     used_elsewhere = {path for layer in layers for path in (layer.get("parameters") or {}).get("shared_with") or ()}
     seen: set[str] = set()
@@ -63,7 +68,7 @@ def untied_embedding_parameters(report: dict[str, Any]) -> int:
         if layer.get("type") in ("Embedding", "EmbeddingBag") and path not in used_elsewhere and path not in seen:
             seen.add(path)
             params = layer.get("parameters") or {}
-            total += int(params.get("trainable") or 0)
+            total += int(params.get(kind) or 0)
     return total
 
 
@@ -87,12 +92,15 @@ def training_estimate(report: dict[str, Any], training: dict[str, Any]) -> dict[
     recomputed = int((flops.get("recomputed") or {}).get("flops") or 0)
     model_flops = counted - recomputed if counted is not None else None
     embeddings = untied_embedding_parameters(report)
+    totals = report.get("totals") or {}
+    frozen = max(int(metric_value(totals.get("frozen_parameters")) or 0) - untied_embedding_parameters(report, "frozen"), 0)
     parts = None
     if model_flops is not None:
         attention_part = int(flops.get("attention_flops") or 0) - attention if calls else 0
         embedding_part = -6 * embeddings * tokens
-        parts = {"attention": attention_part, "embeddings": embedding_part,
-                 "other": model_flops - estimate - attention_part - embedding_part}
+        frozen_part = 2 * frozen * tokens
+        parts = {"attention": attention_part, "embeddings": embedding_part, "frozen": frozen_part,
+                 "other": model_flops - estimate - attention_part - embedding_part - frozen_part}
     first = calls[0] if calls else None
     return {
         "available": True,
@@ -110,6 +118,7 @@ def training_estimate(report: dict[str, Any], training: dict[str, Any]) -> dict[
         "difference": model_flops - estimate if model_flops is not None else None,
         "parts": parts,
         "embedding_parameters": embeddings,
+        "frozen_parameters": frozen,
         "causal_skippable_flops": causal_skip,
         "recomputed_flops": recomputed,
         "note": None if calls else "no fused attention operator ran: attention written as matrix products is in 'other'",
