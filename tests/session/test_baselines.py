@@ -151,6 +151,7 @@ async def test_no_delta_says_why(repo, tmp_path_factory):
     try:
         (state,) = await saved(session, repo, model())
         assert state.comparison.note == "the repository has no commit named 'v9'"
+        assert state.comparison.unknown_ref is True
     finally:
         session.shutdown()
 

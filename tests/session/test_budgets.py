@@ -130,5 +130,13 @@ def test_growth_without_a_baseline_cannot_be_checked(conv):
         assert said(conv, max_increase={"params": "1k"}) == [
             ("information", "budget-unchecked", "net: the params max_increase of 1.00k params cannot be checked: no baseline "
                                                 "(`net` is new since HEAD)")]
+        # a ref the repository does not have (a misspelt branch): the gate can never run, so it is
+        # a warning that fails check, not an information that lets CI pass
+        conv.comparison = Comparison("mian", note="the repository has no commit named 'mian'", unknown_ref=True)
+        assert said(conv, max_increase={"params": "1k"}) == [
+            ("warning", "baseline-unknown", "net: the params max_increase of 1.00k params cannot be checked: the "
+                                            "repository has no commit named 'mian'; is compare_with misspelt?")]
+        from torchscan_lsp.session.budgets import OVER_BUDGET_CODES
+        assert "baseline-unknown" in OVER_BUDGET_CODES
     finally:
         conv.comparison = None

@@ -133,7 +133,7 @@ class Baselines:
         root, rel, name = state.key
         revision = await (ahead if ahead is not None else git.resolve(root, ref))
         if isinstance(revision, git.NoRevision):
-            return Comparison(ref, note=revision.reason)
+            return Comparison(ref, note=revision.reason, unknown_ref=revision.unknown)
         files = sorted({rel, *(view.result.get("imported_files") or [])})
         key = self._key(revision, state, files)
         # Every step below takes time in proportion to the model (reading and checking a kept file,

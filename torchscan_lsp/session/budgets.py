@@ -31,12 +31,15 @@ from torchscan_lsp.session.headline import Method, method
 from torchscan_lsp.session.measurements import model_latency, model_memory
 from torchscan_lsp.session.state import TargetState
 
-__all__ = ["EXCEEDED", "INCREASE_EXCEEDED", "OVER_BUDGET_CODES", "budget_findings"]
+__all__ = ["EXCEEDED", "INCREASE_EXCEEDED", "OVER_BUDGET_CODES", "UNKNOWN_BASELINE", "budget_findings"]
 
 EXCEEDED = "budget-exceeded"
 INCREASE_EXCEEDED = "max-increase-exceeded"
-OVER_BUDGET_CODES = frozenset({EXCEEDED, INCREASE_EXCEEDED, "training_memory_over_budget"})
-"""Diagnostic codes of a limit that is broken: ``check`` exits 1 on any of them."""
+UNKNOWN_BASELINE = "baseline-unknown"
+"""A ``max_increase`` whose ``compare_with`` names no commit of the repository."""
+OVER_BUDGET_CODES = frozenset({EXCEEDED, INCREASE_EXCEEDED, UNKNOWN_BASELINE, "training_memory_over_budget"})
+"""Diagnostic codes of a limit that is broken, or that can never be checked (a misspelt
+``compare_with``): ``check`` exits 1 on any of them."""
 
 _TOP = 3
 _HOW = {"peak_memory": 'peak memory was not measured: add measure=["memory"] to the target, or run Measure memory',
@@ -137,6 +140,10 @@ def _increase(state: TargetState, amount: Amount, shown: Method, comparison: Com
         return None if comparison is not None else Finding(
             state.line, "information", "budget-unchecked",
             f"{name}: the {key} max_increase of {allowed} cannot be checked: compare_with is off")
+    if not comparison.ready and comparison.unknown_ref:  # a gate that can never run: fail, do not pass
+        return Finding(state.line, "warning", UNKNOWN_BASELINE,
+                       f"{name}: the {key} max_increase of {allowed} cannot be checked: {comparison.note}; "
+                       "is compare_with misspelt?")
     if not comparison.ready:
         return Finding(state.line, "information", "budget-unchecked",
                        f"{name}: the {key} max_increase of {allowed} cannot be checked: no baseline ({comparison.note})")

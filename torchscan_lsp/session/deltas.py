@@ -108,6 +108,8 @@ class Comparison:
         note: why there is no delta, one sentence for the hover (``"build is new since HEAD"``), or
             ``None``.
         pending: the baseline is being analysed.
+        unknown_ref: there is no baseline because the repository has no commit that ``label``
+            names (a misspelt ``compare_with``): a ``max_increase`` gate on it fails, not passes.
 
     Raises nothing: a pair of reports ``compare_reports`` refuses is a comparison without ``diff``
     whose ``note`` says why (:func:`compare_views`).
@@ -120,6 +122,7 @@ class Comparison:
     diff: ReportDiff | None = None
     note: str | None = None
     pending: bool = False
+    unknown_ref: bool = False
     _rows: dict[str, list[LayerRow]] = field(default_factory=dict, repr=False)
 
     @property

@@ -42,9 +42,11 @@ class Revision:
 
 @dataclass(frozen=True)
 class NoRevision:
-    """Why a workspace has no such revision: ``reason``, one sentence for a hover."""
+    """Why a workspace has no such revision: ``reason``, one sentence for a hover; ``unknown``: the
+    repository has commits, but none that this ref names (a misspelt branch, say)."""
 
     reason: str
+    unknown: bool = False
 
 
 async def _git(root: str, *args: str, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
@@ -81,8 +83,9 @@ async def resolve(root: str, ref: str) -> Revision | NoRevision:
     if status != 0 and not lines:
         return NoRevision("the workspace is not in a git repository")
     if status != 0 or len(lines) < 2:
-        return NoRevision("the repository has no commit yet" if ref == "HEAD"
-                          else f"the repository has no commit named {ref!r}")
+        if ref == "HEAD":
+            return NoRevision("the repository has no commit yet")
+        return NoRevision(f"the repository has no commit named {ref!r}", unknown=True)
     return Revision(ref, lines[1].strip(), lines[0].strip())
 
 
