@@ -352,6 +352,7 @@ def test_each_strict_value_is_an_option(value):
         ("input_shape=[(3, 8), (0,)]", "[(3, 8), (0,)]", "must be positive"),
         ("input_shape=[]", "[]", "input_shape must be"),
         ('dtype="float33"', '"float33"', "unknown dtype 'float33'; did you mean 'float32'?"),
+        ('dtype="bfloat"', '"bfloat"', "unknown dtype 'bfloat'; did you mean 'bfloat16'?"),  # cut short, not 'float'
         ("dtype=32", "32", "dtype must be"),
         ('device="CUDA 0"', '"CUDA 0"', "device must be"),
         ('mode="fast"', '"fast"', "mode must be \"full\" or \"structure\""),

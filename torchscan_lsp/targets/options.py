@@ -128,8 +128,10 @@ def _check_dtype_name(value: Any) -> None:
         raise OptionError("dtype", f"dtype must be {OPTION_HELP['dtype']}, got {value!r}")
     name = value[len("torch.") :] if value.startswith("torch.") else value
     if name not in DTYPE_NAMES:
-        close = difflib.get_close_matches(name, sorted(DTYPE_NAMES), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
+        # a name cut short ("bfloat") means the names it begins, before the nearest spelling ("float")
+        close = sorted(n for n in DTYPE_NAMES if n.startswith(name))[:3] if name else []
+        close = close or difflib.get_close_matches(name, sorted(DTYPE_NAMES), n=1)
+        hint = "; did you mean " + " or ".join(f"'{n}'" for n in close) + "?" if close else ""
         raise OptionError("dtype", f"unknown dtype {value!r}{hint}")
 
 
