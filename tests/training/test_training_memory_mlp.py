@@ -160,3 +160,19 @@ def test_sgd_by_module_by_hand():
     assert second["backward_peak_bytes"] == P + X + OUT + LOSS + 4 + H + H + W2 + B2
     # the step's peak falls in the first Linear's backward
     assert first["backward_peak_bytes"] == modules[""]["backward_peak_bytes"] == SGD_PEAK
+
+
+def test_a_step_the_estimate_puts_over_the_memory_limit_is_not_run():
+    # the parameters alone are P = 788,992 bytes: under a limit of 1 MB (1,000,000 B) the peak,
+    # with gradients as large, cannot fit; the estimate stands, the measured column says why
+    report = analyse_training_step(mlp, train={"optimizer": "sgd", "batch": 32}, **OPTIONS,
+                                   measure_limit=(1_000_000, "a 1 MB limit"))
+    assert report["memory"]["estimated"]["peak"]["value"] > 2 * P
+    measured = report["memory"]["measured"]
+    assert measured["peak"]["status"] == "unavailable"
+    assert measured["reason"].startswith("not run: the step needs about ")
+    assert measured["reason"].endswith("more than a 1 MB limit; the estimate stands for it")
+    # under a limit it fits, the step runs
+    roomy = analyse_training_step(mlp, train={"optimizer": "sgd", "batch": 32}, **OPTIONS,
+                                  measure_limit=(1 << 30, "a 1 GiB limit"))
+    assert roomy["memory"]["measured"]["peak"]["status"] == "complete"

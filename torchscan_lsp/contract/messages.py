@@ -81,6 +81,7 @@ class Job(TypedDict):
     source_text: str | None
     measure: list[str]
     phase: NotRequired[str]
+    memory_mb: NotRequired[float]
 
 
 class PlanJob(Job):

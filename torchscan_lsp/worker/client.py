@@ -138,6 +138,8 @@ async def _spawn(job: Mapping[str, Any], args: list[str], *, python: str | None,
         progress_path = folder / "progress.jsonl"
         if on_progress is not None:
             job = {**job, "progress": str(progress_path)}
+        if memory_mb:  # a real training step that would not fit is not run (worker/training.py)
+            job = {**job, "memory_mb": memory_mb}
         job_path.write_text(json.dumps(job), encoding="utf-8")
         process = None
         if warm:

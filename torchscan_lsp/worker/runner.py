@@ -162,7 +162,8 @@ class _Job:
         if trains or unasked:
             training.check_options(options, own_inputs=args is not None, name=self.target_name, blame=blame)
         if phase == "training":  # the estimate alone, for a forward analysis that already ran
-            estimate = training.measure_training(factory, options, measured=False, blame=blame)
+            estimate = training.measure_training(factory, options, measured=False, blame=blame,
+                                                 memory_mb=self.job.get("memory_mb"))
             return {"ok": True, "target": self.target_name, "measurements": {"train": estimate}}
         report = self._crawl(model, crawl_kwargs)
         result: dict[str, Any] = {
@@ -179,7 +180,8 @@ class _Job:
         if on_the_model:
             found.update(measurements.measure(on_the_model, model, args, kwargs, options, blame))
         if trains:
-            found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame)
+            found["train"] = training.measure_training(factory, options, measured="train" in wanted, blame=blame,
+                                                       memory_mb=self.job.get("memory_mb"))
         if "roofline" in wanted or roofline.automatic(options):
             device = options.get("device") or measurements.model_device(model)
             found["roofline"] = roofline.measure_roofline(report, found, options, device, blame,

@@ -23,6 +23,7 @@ import torch
 
 from torchscan_lsp.contract.training import estimate_unasked
 from torchscan_lsp.worker.errors import Blame
+from torchscan_lsp.worker.limits import format_mebibytes
 from torchscan_lsp.worker.measurements import failed
 from torchscan_lsp.worker.options import known_device, torch_dtype
 
@@ -70,12 +71,15 @@ def check_options(options: dict[str, Any], *, own_inputs: bool, name: str, blame
         known_device(device, blame)
 
 
-def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, blame: Blame) -> dict[str, Any]:
+def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, blame: Blame,
+                     memory_mb: float | None = None) -> dict[str, Any]:
     """The training report of the target ``factory`` under the job's ``options`` (its ``train``
     options, checked by :func:`check_options`, ``train_memory`` budget, ``input_shape``, ``dtype``
     and ``device``); with ``measured`` false the estimate alone. A line the estimate names (where
     model code read a tensor's value) is named as every location of a result: workspace-relative,
-    or the absolute path of an installed library's file."""
+    or the absolute path of an installed library's file. ``memory_mb``: the job's memory limit; a
+    real step on the CPU that the estimate puts above it is not run (it would stop the whole job,
+    the estimate and the analysis with it), and the measured column says why."""
     from torchscan_lsp.engine.training import analyse_training_step
 
     train = _set(options)
@@ -87,6 +91,8 @@ def measure_training(factory: Any, options: dict[str, Any], *, measured: bool, b
             input_dtype=torch_dtype(dtype) if dtype is not None and shape is not None else None,
             device=train.get("device") or options.get("device"), memory_budget=options.get("train_memory"),
             measure=measured, name_file=lambda file: blame.workspace.relative(file) or file,
+            measure_limit=(int(memory_mb * 1024 * 1024), f"the {format_mebibytes(memory_mb)} memory limit of the "
+                           "analysis (torchscan.memoryLimitMb)") if memory_mb else None,
         )
     except Exception as error:  # noqa: BLE001 - the analysis stands; this measurement failed alone
         return failed(error, blame, requested=measured)

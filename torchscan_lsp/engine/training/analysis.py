@@ -49,11 +49,16 @@ def _unavailable(method: str, reason: str) -> dict[str, Any]:
             "peak": metric_result(status="unavailable", unit="bytes", scope="workload", method=method)}
 
 
-def _measured_skip(device: torch.device) -> str | None:
+def _measured_skip(device: torch.device, estimated: dict[str, Any], limit: tuple[int, str] | None) -> str | None:
     if device.type == "cuda" and not torch.cuda.is_available():
         return f"CUDA device '{device}' is unavailable in this process (the estimate holds for it: derived)."
     if device.type == "meta":
         return "the meta device holds no memory and runs no kernels to measure."
+    peak = estimated["peak"]
+    if limit is not None and device.type == "cpu" and peak["status"] == "complete" and peak["value"] > limit[0]:
+        # run, the step would be stopped at the limit, and everything else with it
+        return (f"not run: the step needs about {byte_size(peak['value'])} by the estimate, more than "
+                f"{limit[1]}; the estimate stands for it")
     return None
 
 
@@ -98,7 +103,7 @@ def analyse_training_step(
     build: Callable[[], Any], *, train: Any = None, input_shape: Any = None, input_dtype: Any = None,
     device: str | torch.device | None = None, memory_budget: int | str | None = None, estimate: bool = True,
     measure: bool = True, custom_mapping: Any = None, real_build_limit: int = REAL_BUILD_LIMIT_BYTES,
-    name_file: Callable[[str], str] = str,
+    name_file: Callable[[str], str] = str, measure_limit: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
     """Analyse one training step of the model ``build()`` returns.
 
@@ -116,6 +121,8 @@ def analyse_training_step(
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
         real_build_limit, name_file: for a model whose construction reads tensor values, as
             :func:`~.estimate.estimate_training_memory` takes them.
+        measure_limit: ``(bytes, what they are)``: the memory this process may use; a step on the
+            CPU whose estimated peak is above it is not measured (its ``reason`` says so).
 
     Returns:
         ``{"schema_version": 1, "kind": "training_step", "context", "options", "flops"`` (see
@@ -154,7 +161,7 @@ def analyse_training_step(
             memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, estimate_failure(exc))
     else:
         memory["estimated"] = _unavailable(METHOD_MEM_TRACKER, "not requested")
-    skip = _measured_skip(target) if measure else "not requested"
+    skip = _measured_skip(target, memory["estimated"], measure_limit) if measure else "not requested"
     if skip is None:
         try:
             result = measure_training_memory(build, **inputs, device=target, count_flops=flops is None,
