@@ -126,3 +126,21 @@ def test_resident_memory_counts_the_processes_a_job_forked():
         os.waitpid(pid, 0)
         for fd in (ready_r, ready_w, done_r, done_w):
             os.close(fd)
+
+
+def test_one_allocation_larger_than_the_limit_is_named_with_its_size():
+    # (1, 100000, 100000, 32) float32: 1.28e12 bytes = 1.16 TiB, far over a 8 GiB limit; refused
+    # at once, so nothing was "used": the size and the meta device are the advice
+    message = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+               "to allocate 1280000000000 bytes. Error code 12 (Cannot allocate memory)")
+    result = {"ok": False, "error": {"kind": "forward", "type": "RuntimeError", "message": message}}
+    blame_the_memory_limit(result, 8192)
+    assert result["error"]["kind"] == "memory"
+    assert result["error"]["message"].startswith("an allocation of 1.16 TiB was refused, more than the 8 GiB memory "
+                                                 "limit of the analysis (raise torchscan.memoryLimitMb")
+    assert 'device="meta"' in result["error"]["message"]
+    # an allocation under the limit failed because the job's memory was nearly all used: as before
+    small = {"ok": False, "error": {"kind": "forward", "type": "RuntimeError",
+                                   "message": "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1024 bytes"}}
+    blame_the_memory_limit(small, 8192)
+    assert small["error"]["message"].startswith(memory_message(8192))

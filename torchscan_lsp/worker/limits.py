@@ -144,6 +144,24 @@ def memory_message(memory_mb: float) -> str:
             "(raise torchscan.memoryLimitMb if the model needs more)")
 
 
+_TRIED = re.compile(r"tried to allocate (\d+) bytes")
+
+
+def allocation_message(message: str, memory_mb: float) -> str:
+    """The memory diagnostic of an allocation that failed under the cap: when the allocator says
+    how much was asked (PyTorch's ``you tried to allocate N bytes``) and it is more than the limit
+    itself, that one allocation was refused (nothing was used): its size, and the way to analyse a
+    model or an input that large without memory; else :func:`memory_message`."""
+    found = _TRIED.search(message)
+    asked = int(found.group(1)) if found else 0
+    if asked <= memory_mb * 1024 * 1024:
+        return f"{memory_message(memory_mb)}: {message}"
+    size = f"{asked / 2**40:.2f} TiB" if asked >= 2**40 else f"{asked / 2**30:.1f} GiB"
+    return (f"an allocation of {size} was refused, more than the {format_mebibytes(memory_mb)} memory limit of the "
+            f"analysis (raise torchscan.memoryLimitMb if the model needs more; device=\"meta\" analyses a model or "
+            f"input of any size without memory): {message}")
+
+
 def is_allocation_failure(error: Mapping[str, Any]) -> bool:
     """Whether an error record (``type``, ``message``) is an allocation that failed: Python's
     ``MemoryError``, PyTorch's CPU allocator refusing (``DefaultCPUAllocator: can't allocate
@@ -169,8 +187,8 @@ def blame_the_memory_limit(result: dict[str, Any], memory_mb: float) -> None:
     error = result.get("error")
     if not result.get("ok") and isinstance(error, dict) and is_allocation_failure(error):
         error["kind"] = "memory"
-        error["message"] = f"{memory_message(memory_mb)}: {error.get('message')}"
+        error["message"] = allocation_message(str(error.get("message")), memory_mb)
     for measurement in (result.get("measurements") or {}).values():
         failed = measurement.get("error") if isinstance(measurement, dict) else None
         if isinstance(failed, dict) and is_allocation_failure(failed):
-            failed["message"] = f"{memory_message(memory_mb)}: {failed.get('message')}"
+            failed["message"] = allocation_message(str(failed.get("message")), memory_mb)
