@@ -8,11 +8,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test test-tools bench peers clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned: a later unpinned requirement must never pull a CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,examples]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,examples]'
 	touch $@
 
 setup: $(STAMP)

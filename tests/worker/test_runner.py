@@ -97,7 +97,7 @@ def test_conv_factory(tmp_path):
     # the root is called by the engine and runs only PyTorch's code: no line of model code, and
     # Conv2d is no class of the model's own
     assert {k: v for k, v in result["source_map"].items() if k != "modules"} == {
-        "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [], "parameters": []}
+        "operators": [], "under": [], "outputs": [], "classes": [], "uncalled": [], "parameters": [], "unregistered": []}
     assert result["imported_files"] == ["net.py"]
     assert isinstance(result["elapsed_s"], float)
     assert "measurements" not in result
