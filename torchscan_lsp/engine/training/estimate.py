@@ -159,10 +159,10 @@ def count_step_flops(step: TrainingStep, custom_mapping: Any = None) -> dict[str
     counted in a pass of their own, without the optimizer step (whose operators the count leaves
     out, :data:`~.flops.FLOP_PHASES`) and with no gradient left before or after it.
 
-    Never in the memory pass: the counter's module attribution (PyTorch's ``ModuleTracker``)
-    keeps the tensors of a checkpointed block's recomputation alive, which made the estimated peak
-    of a model with activation checkpointing larger than a real step's, and different from one
-    run to the next.
+    Not in the memory pass of a step that recomputes: the counter's module attribution (PyTorch's
+    ``ModuleTracker``) keeps the tensors of a checkpointed block's recomputation alive, which made
+    the estimated peak of a model with activation checkpointing larger than a real step's, and
+    different from one run to the next.
     """
     step.optimizer.zero_grad(set_to_none=True)
     counter = TrainingFlopCounter(step.model, custom_mapping)
@@ -189,8 +189,9 @@ def estimate_training_memory(
         input_shape, input_dtype: generated inputs, for a factory that returns only a model.
         target_device: the device type the step is estimated for; it decides PyTorch's default
             ``foreach`` (the tensors themselves are fake CPU tensors either way).
-        count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`), in a pass
-            of their own (:func:`count_step_flops`).
+        count_flops: also count the step's forward and backward FLOPs (:mod:`.flops`) in the
+            same pass; when that pass recomputed checkpointed blocks, the memory is tracked again
+            without the counter (:func:`count_step_flops` says why).
         custom_mapping: extra FLOP formulas (``{packet: formula}``).
         real_build_limit: bytes a real build of a model whose construction reads values may
             allocate (0: never build for real).
@@ -231,9 +232,14 @@ def estimate_training_memory(
         )
         step.init_optimizer_state()
         try:
-            result = track_step(step, custom_mapping=custom_mapping)
-            if count_flops:
-                result["flops"] = count_step_flops(step, custom_mapping)
+            result = track_step(step, count_flops=count_flops, custom_mapping=custom_mapping)
+            if count_flops and result["flops"]["recomputed"]["calls"]:
+                # the model checkpoints in its own code: the memory again, without the counter
+                # (count_step_flops says why); a step without recomputation is exact in one pass
+                flops = result["flops"]
+                step.optimizer.zero_grad(set_to_none=True)
+                result = track_step(step, custom_mapping=custom_mapping)
+                result["flops"] = flops
         except VALUE_READS as error:
             raise step_value_read(error, step.running or "forward", name_file) from None
     return {"method": result.pop("method"), "options": options.as_dict(), "stand_in": faked.stand_in, **result}
