@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 __all__ = ["Site", "ModuleSite", "OperatorSite", "LineOutput", "ShapeRange", "AssignedName", "ClassSite", "UnregisteredSite",
-           "UncalledSite", "ParameterSite", "SourceMap", "is_library"]
+           "UncalledSite", "ParameterSite", "SourceMap", "holds_tensor", "is_library"]
 
 
 class Site(TypedDict):
@@ -172,3 +172,16 @@ class SourceMap(_SourceMapExtras):
     classes: list[ClassSite]
     uncalled: list[UncalledSite]
     parameters: list[ParameterSite]
+
+
+def holds_tensor(meta: Any) -> bool:
+    """Whether a value's metadata (the engine's ``value_meta``) holds a tensor: a tensor, or a
+    tuple, list or mapping with one inside."""
+    if not isinstance(meta, dict):
+        return False
+    kind = meta.get("kind")
+    if kind == "tensor":
+        return True
+    if kind == "mapping":
+        return any(isinstance(item, dict) and holds_tensor(item.get("value")) for item in meta.get("items") or ())
+    return kind in ("tuple", "list") and any(holds_tensor(item) for item in meta.get("items") or ())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from torchscan_lsp.contract import format as fmt
+from torchscan_lsp.contract.source_map import holds_tensor
 from torchscan_lsp.session.deltas import Change, Comparison
 from torchscan_lsp.session.headline import DEFAULT_HEADLINE, method
 
@@ -84,22 +85,10 @@ def inputs_text(call_input: Mapping[str, Any] | None) -> str:
     return ", ".join(parts) or "none"
 
 
-def _tensors_in(meta: Mapping[str, Any] | None) -> bool:
-    """Whether a value's metadata holds a tensor (a tensor, or a tuple, list or mapping with one)."""
-    if not isinstance(meta, Mapping):
-        return False
-    kind = meta.get("kind")
-    if kind == "tensor":
-        return True
-    if kind == "mapping":
-        return any(isinstance(entry, Mapping) and _tensors_in(entry.get("value")) for entry in meta.get("items") or ())
-    return kind in ("tuple", "list") and any(_tensors_in(item) for item in meta.get("items") or ())
-
-
 def shown_targets(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The names a line assigned whose values hold tensors (``pad_hw`` of ``x, pad_hw =
     window_partition(x, 14)``, a tuple of ints, is not shown in a hint)."""
-    return [target for target in entry.get("targets") or () if _tensors_in(target.get("output"))]
+    return [target for target in entry.get("targets") or () if holds_tensor(target.get("output"))]
 
 
 def range_text(found: Mapping[str, Any] | None) -> str:
@@ -144,7 +133,7 @@ def result_text(entry: Mapping[str, Any]) -> str:
     owner = entry.get("path")
     where = f" (in the call of {fmt.layer_name(owner, '`')})" if owner is not None else ""
     targets = entry.get("targets") or []
-    if len(targets) > 1 or (targets and not _tensors_in(entry.get("output"))):
+    if len(targets) > 1 or (targets and not holds_tensor(entry.get("output"))):
         rows = [f"Assigned in its first run{where}: " + ", ".join(
             f"`{t['name']}` {shape(t.get('output'))}" for t in targets)]
     else:
@@ -166,7 +155,7 @@ def output_source(entry: Mapping[str, Any]) -> str:
     targets = entry.get("targets") or []
     if entry.get("returned"):
         return "the value this line returned in its first run"
-    if len(targets) == 1 and _tensors_in(targets[0].get("output")):
+    if len(targets) == 1 and holds_tensor(targets[0].get("output")):
         return f"the value assigned to `{targets[0]['name']}` in its first run"
     if entry.get("call") is not None:
         return f"the call of {fmt.layer_name(entry['call'], '`')}, the last thing this line did in its first run"

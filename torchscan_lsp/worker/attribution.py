@@ -32,11 +32,12 @@ from typing import Any, Callable
 import torch
 
 from torchscan_lsp.contract.messages import SourceMap, is_library
+from torchscan_lsp.contract.source_map import holds_tensor
 from torchscan_lsp.engine.recording.inputs import tensor_meta
 from torchscan_lsp.engine.recording.observers import PassObserver
 from torchscan_lsp.worker.definitions import Definition, DefinitionRecorder
 from torchscan_lsp.worker.line_runs import LineRuns
-from torchscan_lsp.worker.line_values import SiteRecord, holds_tensor, live_key, shape_key
+from torchscan_lsp.worker.line_values import SiteRecord, live_key, shape_key
 from torchscan_lsp.worker.sites import WORKSPACE, CodeFiles, Site, Workspace, as_json
 from torchscan_lsp.worker.uncalled import uncalled_modules
 from torchscan_lsp.worker.unregistered import unregistered_modules

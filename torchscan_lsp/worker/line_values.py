@@ -22,7 +22,7 @@ import torch
 from torchscan_lsp.engine.recording.inputs import value_meta
 from torchscan_lsp.worker.line_clock import JUMPS
 
-__all__ = ["CodeFacts", "Display", "ShapeStats", "ReturnWatch", "SiteRun", "SiteRecord", "fits", "holds_tensor",
+__all__ = ["CodeFacts", "Display", "ShapeStats", "ReturnWatch", "SiteRun", "SiteRecord", "fits",
            "shape_key", "live_key"]
 
 _STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
@@ -134,19 +134,6 @@ class ReturnWatch:
         if event == "return":
             self._returned(frame, arg if frame.f_lineno in self.lines else None, self)
         return self.trace
-
-
-def holds_tensor(meta: Any) -> bool:
-    """Whether a value's metadata (:func:`~torchscan_lsp.engine.recording.inputs.value_meta`) holds
-    a tensor: a tensor, or a tuple, list or mapping with one inside."""
-    if not isinstance(meta, dict):
-        return False
-    kind = meta.get("kind")
-    if kind == "tensor":
-        return True
-    if kind == "mapping":
-        return any(holds_tensor(item.get("value")) for item in meta.get("items") or ())
-    return kind in ("tuple", "list") and any(holds_tensor(item) for item in meta.get("items") or ())
 
 
 def shape_key(meta: Any) -> Any:
