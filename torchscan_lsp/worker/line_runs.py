@@ -314,8 +314,7 @@ class LineRuns:
                 continue
             if local is None:
                 local = frame.f_locals
-            targets = [(name, meta, shape_key(meta)) for name in names if isinstance(local.get(name), torch.Tensor)
-                       for meta in (value_meta(local[name]),)]
+            targets = _tensor_targets(names, local)
             if not targets:  # b, t, c = x.shape: nothing to show
                 continue
             if record is None:
@@ -329,9 +328,7 @@ class LineRuns:
         record = self.sites.get((file, line))
         if record is not None and record.token == token:
             return  # an event came from it: its names are read as pending stores
-        local = frame.f_locals
-        targets = [(name, meta, shape_key(meta)) for name in self._code(frame.f_code).stores[line][0]
-                   if isinstance(local.get(name), torch.Tensor) for meta in (value_meta(local[name]),)]
+        targets = _tensor_targets(self._code(frame.f_code).stores[line][0], frame.f_locals)
         if not targets:
             return
         if record is None:
@@ -373,3 +370,10 @@ class LineRuns:
                     meta = value_meta(local[name])
                     targets.append((name, meta, shape_key(meta)))
             run.targets = targets
+
+
+def _tensor_targets(names: tuple[str, ...], local: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(name, metadata, shape key)`` of each of ``names`` whose value in ``local`` is a tensor:
+    what a line that ran without an event of its own shows."""
+    return [(name, meta, shape_key(meta)) for name in names if isinstance(local.get(name), torch.Tensor)
+            for meta in (value_meta(local[name]),)]
